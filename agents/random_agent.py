@@ -1,0 +1,41 @@
+"""``RandomAgent``: random text and a fixed J; the swarm's noise floor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from sapo_env.spaces import SAMPLE_CHARSET
+from sapo_env.types import Action, Group, Observation
+
+
+class RandomAgent:
+    """Answers every question with random text (which simply scores 0) and never learns.
+
+    Args:
+        num_external: J it asks for every round.
+        max_chars: longest random completion.
+        seed: seed of its own generator.
+    """
+
+    def __init__(self, num_external: int = 4, max_chars: int = 64, seed: int | None = 0):
+        if num_external < 0:
+            raise ValueError(f"num_external must be >= 0, got {num_external}")
+        self.num_external = num_external
+        self.max_chars = max_chars
+        self.rng = np.random.default_rng(seed)
+
+    def _text(self) -> str:
+        picks = self.rng.integers(0, len(SAMPLE_CHARSET), size=self.rng.integers(0, self.max_chars))
+        return "".join(SAMPLE_CHARSET[i] for i in picks)
+
+    def act(self, observation: Observation) -> Action:
+        L = observation["completions_per_question"]
+        completions = tuple(tuple(self._text() for _ in range(L))
+                            for _ in observation["questions"])
+        return {"completions": completions,
+                "num_external": min(self.num_external, observation["train_budget"])}
+
+    def learn(self, batch: Sequence[Group]) -> Mapping[str, float]:
+        return {}

@@ -1,0 +1,138 @@
+"""Benchmark: the env's step alone, against reasoning-gym's own work for the same round.
+
+Run by hand (not a test):  python benchmarks/env_step.py [--rounds 30] [--write]
+
+Measures, with canned completions of ~300 characters (half carrying the right answer):
+- the median ``env.step`` time at the paper defaults (n=8, B=8, L=8: 512 completions a round);
+- in the same run, the time reasoning-gym alone takes to generate those questions and to
+  extract and score those completions (the floor any env must pay);
+- the per-node step time at n = 8, 64 and 512 (flat in n means the env scales).
+
+``--write`` replaces the "## Env step" section of BENCHMARKS.md with the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import io
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from reasoning_gym.utils import extract_answer
+
+import sapo_env
+from sapo_env.tasks import dataset_for, reference_answer, resolve
+
+FILLER = "Let me think about this step by step, checking each part of the question. " * 4
+SECTION = "## Env step"
+
+
+def canned_actions(observations: dict) -> dict:
+    """~300-character completions, every other one with the right answer."""
+    actions = {}
+    for agent, observation in observations.items():
+        completions = []
+        for question in observation["questions"]:
+            answer = reference_answer(resolve(question["ref"]))
+            completions.append(tuple(
+                FILLER + f"<answer>{answer if i % 2 == 0 else 'no idea'}</answer>"
+                for i in range(observation["completions_per_question"])))
+        actions[agent] = {"completions": tuple(completions), "num_external": 4}
+    return actions
+
+
+def reasoning_gym_alone(observations: dict, actions: dict) -> float:
+    """Seconds reasoning-gym takes to generate these questions and score these completions."""
+    start = time.perf_counter()
+    for agent, observation in observations.items():
+        for question, completions in zip(observation["questions"],
+                                         actions[agent]["completions"]):
+            dataset = dataset_for(question["ref"])
+            entry = dataset[question["ref"]["index"]]
+            for completion in completions:
+                dataset.score_answer(extract_answer(completion), entry)
+    return time.perf_counter() - start
+
+
+def measure(n: int, rounds: int, seed: int = 0) -> dict:
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds + 2)
+    observations, _ = env.reset(seed=seed)
+    # warm caches (datasets, regexes) outside the timed rounds
+    observations, *_ = env.step(canned_actions(observations))
+    step_times, floor_times = [], []
+    for _ in range(rounds):
+        actions = canned_actions(observations)
+        floor_times.append(reasoning_gym_alone(observations, actions))
+        start = time.perf_counter()
+        observations, *_ = env.step(actions)
+        step_times.append(time.perf_counter() - start)
+    step, floor = statistics.median(step_times), statistics.median(floor_times)
+    return {"n": n, "step_ms": step * 1e3, "rg_ms": floor * 1e3, "ratio": step / floor,
+            "per_node_ms": step * 1e3 / n}
+
+
+def report(results: list[dict], rounds: int) -> str:
+    paper = results[0]
+    scaling = {r["n"]: r for r in results}
+    lines = [
+        SECTION,
+        "",
+        f"`python benchmarks/env_step.py --rounds {rounds} --write` on "
+        f"{datetime.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} "
+        f"cores, Python {platform.python_version()}; median over {rounds} rounds, canned "
+        "completions of ~300 characters, half of them right.",
+        "",
+        "| n | completions/round | env.step (ms) | reasoning-gym alone (ms) | step / rg | "
+        "per node (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r['n']} | {r['n'] * 64} | {r['step_ms']:.1f} | {r['rg_ms']:.1f} | "
+                     f"{r['ratio']:.2f} | {r['per_node_ms']:.2f} |")
+    if 64 in scaling and 512 in scaling:
+        flat = scaling[512]["step_ms"] / scaling[64]["step_ms"]
+        lines += ["", f"Paper defaults (n=8): a step costs {paper['ratio']:.2f}x reasoning-gym's "
+                  f"own work (goal <= 1.5x). Scaling: t(512)/t(64) = {flat:.2f} (goal <= 9; "
+                  "8 would be exactly linear)."]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace this benchmark's section of BENCHMARKS.md, keeping the others."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    start = text.find(SECTION)
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + ("" if end == -1 else text[end + 1:])
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=30, help="timed rounds per size")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 64, 512])
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    results = []
+    for n in args.sizes:
+        rounds = args.rounds if n <= 64 else max(3, args.rounds // 6)
+        with contextlib.redirect_stdout(io.StringIO()):  # bf's generator prints dots
+            results.append(measure(n, rounds))
+        print(results[-1], file=sys.stderr)
+    section = report(results, args.rounds)
+    print(section)
+    if args.write:
+        write_section(Path(__file__).resolve().parents[1] / "BENCHMARKS.md", section)
+
+
+if __name__ == "__main__":
+    main()

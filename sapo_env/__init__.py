@@ -1,0 +1,45 @@
+"""sapo-env: SAPO (Swarm sAmpling Policy Optimization, arXiv 2509.08721) as a PettingZoo env.
+
+    >>> import sapo_env
+    >>> env = sapo_env.parallel_env(n=8)          # the paper's defaults
+    >>> observations, infos = env.reset(seed=0)
+"""
+
+from __future__ import annotations
+
+from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
+from sapo_env.env import SwarmEnv, env, parallel_env, raw_env
+from sapo_env.runner import Callback, History, RoundRecord, run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PAPER_TASKS",
+    "Callback",
+    "History",
+    "RoundRecord",
+    "SwarmConfig",
+    "SwarmEnv",
+    "TaskSpec",
+    "env",
+    "parallel_env",
+    "raw_env",
+    "run",
+]
+
+
+def _register() -> None:
+    """Make the env available as ``pettingzoo.make("parallel", "sapo/Swarm-v0")``."""
+    import pettingzoo
+
+    if not hasattr(pettingzoo, "register"):  # the registry arrived in PettingZoo 1.26
+        return
+    from pettingzoo.env_registry.registration import aec_registry, parallel_registry
+
+    if "sapo/Swarm-v0" not in parallel_registry:
+        pettingzoo.register("parallel", "sapo/Swarm-v0", entry_point="sapo_env.env:parallel_env")
+    if "sapo/Swarm-v0" not in aec_registry:
+        pettingzoo.register("aec", "sapo/Swarm-v0", entry_point="sapo_env.env:env")
+
+
+_register()

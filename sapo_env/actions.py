@@ -1,0 +1,121 @@
+"""Validation of the nodes' actions, before the env touches any state.
+
+``parse_actions`` either returns every node's action in a normal form or raises ``ValueError``
+naming the node, the field and what was expected; the env calls it first in ``step`` so a bad
+action leaves the env exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sapo_env.config import SwarmConfig
+
+ACTION_KEYS = frozenset({"completions", "num_external", "share"})
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    completions: tuple[tuple[str, ...], ...]
+    num_external: int
+    share: tuple[bool, ...]
+
+
+def parse_actions(
+    actions: Any, agents: Sequence[str], config: SwarmConfig
+) -> dict[str, ParsedAction]:
+    """Check every live node's action; return them normalised, in ``agents`` order."""
+    if not isinstance(actions, Mapping):
+        raise ValueError(f"actions must be a dict of node name -> action, got {type(actions)}")
+    unknown = sorted(set(actions) - set(agents), key=str)
+    if unknown:
+        raise ValueError(f"actions for unknown or finished nodes {unknown}; live nodes: "
+                         f"{list(agents)}")
+    missing = [a for a in agents if a not in actions]
+    if missing:
+        raise ValueError(f"missing actions for nodes {missing}: every live node acts each round")
+    return {agent: parse_action(agent, actions[agent], config) for agent in agents}
+
+
+def parse_action(agent: str, action: Any, config: SwarmConfig) -> ParsedAction:
+    """Check one node's action (see ``sapo_env.types.Action``)."""
+    if not isinstance(action, Mapping):
+        raise ValueError(f"{agent}: action must be a dict with 'completions' and "
+                         f"'num_external', got {type(action).__name__}")
+    extra = sorted(set(action) - ACTION_KEYS, key=str)
+    if extra:
+        raise ValueError(f"{agent}: unknown action fields {extra}; expected "
+                         f"{sorted(ACTION_KEYS)}")
+    for key in ("completions", "num_external"):
+        if key not in action:
+            raise ValueError(f"{agent}: action is missing the field {key!r}")
+    return ParsedAction(
+        completions=_parse_completions(agent, action["completions"], config),
+        num_external=_parse_num_external(agent, action["num_external"], config),
+        share=_parse_share(agent, action.get("share"), config),
+    )
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes))
+
+
+def _parse_completions(agent: str, value: Any, config: SwarmConfig) -> tuple[tuple[str, ...], ...]:
+    B, L = config.questions_per_round, config.completions_per_question
+    if not _is_sequence(value):
+        raise ValueError(f"{agent}: completions must be a sequence of {B} sequences of {L} "
+                         f"strings, got {type(value).__name__}")
+    if len(value) != B:
+        raise ValueError(f"{agent}: expected completions for {B} questions "
+                         f"(questions_per_round), got {len(value)}")
+    parsed = []
+    for q, group in enumerate(value):
+        if not _is_sequence(group):
+            raise ValueError(f"{agent}: completions[{q}] must be a sequence of {L} strings, "
+                             f"got {type(group).__name__}")
+        if len(group) != L:
+            raise ValueError(f"{agent}: expected {L} completions for question {q} "
+                             f"(completions_per_question), got {len(group)}")
+        for c, text in enumerate(group):
+            if not isinstance(text, str):
+                raise ValueError(f"{agent}: completions[{q}][{c}] must be a str, "
+                                 f"got {type(text).__name__}")
+            if len(text) > config.max_completion_chars:
+                raise ValueError(f"{agent}: completions[{q}][{c}] has {len(text)} characters, "
+                                 f"more than max_completion_chars={config.max_completion_chars}")
+        parsed.append(tuple(group))
+    return tuple(parsed)
+
+
+def _parse_num_external(agent: str, value: Any, config: SwarmConfig) -> int:
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{agent}: num_external must be an int in [0, {config.train_budget}], "
+                         f"got {value!r} ({type(value).__name__})")
+    if not 0 <= value <= config.train_budget:
+        raise ValueError(f"{agent}: num_external must be in [0, {config.train_budget}] "
+                         f"(train_budget), got {value}")
+    return int(value)
+
+
+def _parse_share(agent: str, value: Any, config: SwarmConfig) -> tuple[bool, ...]:
+    B = config.questions_per_round
+    if value is None:
+        return (True,) * B
+    if not _is_sequence(value) or len(value) != B:
+        raise ValueError(f"{agent}: share must be a sequence of {B} values 0/1 "
+                         f"(one per question), got {value!r}")
+    flags = []
+    for q, flag in enumerate(value):
+        if isinstance(flag, (bool, np.bool_)) or (
+            isinstance(flag, (int, np.integer)) and flag in (0, 1)
+        ):
+            flags.append(bool(flag))
+        else:
+            raise ValueError(f"{agent}: share[{q}] must be 0 or 1, got {flag!r}")
+    return tuple(flags)

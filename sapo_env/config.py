@@ -1,0 +1,275 @@
+"""Configuration of a SAPO swarm: ``SwarmConfig`` and ``TaskSpec``, with the paper's defaults.
+
+Every field is documented beside its definition and validated on construction; a bad value
+raises ``ValueError`` naming the field, the value and what is allowed.
+
+Example::
+
+    from sapo_env import SwarmConfig
+    config = SwarmConfig(n_agents=4, train_budget=8)          # 4 nodes, paper defaults
+    baseline = config.replace(filter_local=True)              # the filtered 8/0 control
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+import reasoning_gym
+from reasoning_gym.factory import DATASETS
+from reasoning_gym.utils import SYSTEM_PROMPTS
+
+from sapo_env.types import Group
+
+FilterName = Literal["zero_advantage", "none"]
+GroupFilter = Callable[[Group], bool]
+"""``filter(group) -> keep``: True keeps the group as a training candidate."""
+
+SamplingName = Literal["uniform"]
+ExternalSampler = Callable[[Sequence[Group], int, Any], Sequence[Group]]
+"""``sampler(candidates, k, rng) -> chosen``: at most ``k`` distinct groups out of
+``candidates``; ``rng`` is the node's ``numpy.random.Generator``."""
+
+AnswerFormatName = Literal["tag", "lenient"]
+AnswerExtractor = Callable[[str], Union[str, None]]
+"""``extract(completion) -> answer or None`` (None scores 0)."""
+
+ExternalSource = Literal["swarm", "self_replay"]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One reasoning-gym task in the question mix."""
+
+    name: str
+    """A task registered in reasoning-gym (``reasoning_gym.factory.DATASETS``)."""
+    weight: float = 1.0
+    """Relative probability of drawing this task for a question."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the task's reasoning-gym config (difficulty); not seed or size."""
+
+    def __post_init__(self) -> None:
+        if self.name not in DATASETS:
+            raise ValueError(
+                f"tasks: unknown reasoning-gym task {self.name!r}; "
+                f"expected one of reasoning_gym.factory.DATASETS ({len(DATASETS)} tasks)"
+            )
+        if not (self.weight > 0):
+            raise ValueError(f"tasks: weight of {self.name!r} must be > 0, got {self.weight!r}")
+        bad = {"seed", "size"} & set(self.config)
+        if bad:
+            raise ValueError(
+                f"tasks: config of {self.name!r} must not set {sorted(bad)}; "
+                "the env chooses seeds and sizes so questions never repeat"
+            )
+        try:
+            json.dumps(dict(self.config))
+        except TypeError as error:
+            raise ValueError(
+                f"tasks: config of {self.name!r} must be JSON-serialisable (it travels in "
+                f"every question's ref): {error}"
+            ) from None
+        try:  # fail now, not at the first round, on a config reasoning-gym rejects
+            reasoning_gym.create_dataset(self.name, seed=0, size=1, **self.config)
+        except (TypeError, ValueError, AssertionError) as error:
+            raise ValueError(f"tasks: invalid config for {self.name!r}: {error}") from None
+        object.__setattr__(self, "config", dict(self.config))
+
+    @classmethod
+    def coerce(cls, spec: TaskSpecLike) -> TaskSpec:
+        """Accept a task name, a ``(name, weight, config)`` tuple, a mapping or a TaskSpec."""
+        if isinstance(spec, TaskSpec):
+            return spec
+        if isinstance(spec, str):
+            return cls(spec)
+        if isinstance(spec, Mapping):
+            return cls(**spec)
+        if isinstance(spec, Sequence) and 1 <= len(spec) <= 3:
+            return cls(*spec)
+        raise ValueError(
+            f"tasks: expected a task name, (name, weight, config) or TaskSpec, got {spec!r}"
+        )
+
+
+TaskSpecLike = Union[TaskSpec, str, tuple, Mapping[str, Any]]
+
+PAPER_TASKS: tuple[TaskSpec, ...] = (
+    TaskSpec("arc_1d", 1.0, {"min_size": 10, "max_size": 30}),
+    TaskSpec(
+        "basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 6, "min_digits": 1, "max_digits": 4}
+    ),
+    TaskSpec("base_conversion", 1.0, {"min_base": 2, "max_base": 16, "min_value": 0,
+                                      "max_value": 1000}),
+    TaskSpec("bf", 1.0, {"difficulty": 1}),
+    TaskSpec("binary_matrix", 1.0, {"min_n": 3, "max_n": 10, "p_zero": 0.25}),
+    TaskSpec("calendar_arithmetic", 1.0, {"year": 2023}),
+    TaskSpec(
+        "decimal_arithmetic",
+        1.0,
+        {"min_terms": 2, "max_terms": 6, "min_num_decimal_places": 1, "max_num_decimal_places": 3},
+    ),
+    TaskSpec("fraction_simplification", 1.0, {"min_value": 1, "max_value": 100}),
+    TaskSpec("propositional_logic", 1.0, {"min_vars": 2, "max_vars": 4}),
+)
+"""The nine tasks of the paper, with the reference implementation's difficulty, equal weights."""
+
+# reasoning-gym derives item i of seed s from seed s + i, so each question stream gets its own
+# block of 2**24 seeds; this bounds how many questions one stream may draw.
+MAX_QUESTIONS_PER_STREAM = 2**24
+
+
+def _coerce_tasks(value: Any, where: str) -> tuple[TaskSpec, ...]:
+    if isinstance(value, (str, TaskSpec)) or not isinstance(value, Sequence):
+        raise ValueError(f"{where}: expected a sequence of task specs, got {value!r}")
+    specs = tuple(TaskSpec.coerce(spec) for spec in value)
+    if not specs:
+        raise ValueError(f"{where}: expected at least one task, got an empty sequence")
+    return specs
+
+
+@dataclass(frozen=True)
+class SwarmConfig:
+    """Everything that defines a SAPO swarm. Defaults are the paper's (arXiv 2509.08721)."""
+
+    # --- swarm -------------------------------------------------------------------------------
+    n_agents: int = 8
+    """Number of nodes, named ``node_0 … node_{n-1}``."""
+    max_rounds: int = 2000
+    """Rounds after which every node is truncated."""
+
+    # --- questions ---------------------------------------------------------------------------
+    tasks: tuple[TaskSpec, ...] = PAPER_TASKS
+    """Question mix of every node: task names, ``(name, weight, config)`` tuples or TaskSpecs."""
+    node_tasks: Mapping[str, tuple[TaskSpec, ...]] | None = None
+    """Per-node task lists (specialist nodes), keyed by node name; others use ``tasks``."""
+    questions_per_round: int = 8
+    """B: questions each node answers per round (one task drawn by weight per question)."""
+    completions_per_question: int = 8
+    """L: completions per question; a question with its L completions is a group."""
+    shared_questions: bool = False
+    """If True every node gets the same questions each round."""
+    system_prompt: str = SYSTEM_PROMPTS["default"]
+    """System prompt shown to every node (reasoning-gym's default asks for ``<answer>`` tags)."""
+
+    # --- scoring -----------------------------------------------------------------------------
+    answer_format: AnswerFormatName | AnswerExtractor = "tag"
+    """How an answer is read from a completion before reasoning-gym scores it: ``"tag"`` (last
+    ``<answer>`` tag, reasoning-gym's ``extract_answer``), ``"lenient"`` (tag if present, else a
+    final "answer is X" / "Answer: X", else the last line) or ``extract(completion) -> str|None``."""
+    advantage_eps: float = 1e-6
+    """Added to the group's reward standard deviation when normalising advantages."""
+    max_completion_chars: int = 16384
+    """Longest completion accepted, in characters (longer is an input error, not a truncation)."""
+
+    # --- training set ------------------------------------------------------------------------
+    train_budget: int = 8
+    """I + J: groups in each node's training set per round; each node chooses J every step."""
+    filter: FilterName | GroupFilter = "zero_advantage"
+    """Which groups may be trained on: ``"zero_advantage"`` drops groups whose rewards are all
+    equal (they carry no gradient), ``"none"`` keeps all, or ``filter(group) -> keep``."""
+    filter_local: bool = False
+    """Also filter a node's own groups (the paper filters only external ones; True gives the
+    filtered 8/0 baseline reviewers asked for)."""
+    external_source: ExternalSource = "swarm"
+    """Where the J external groups come from: ``"swarm"`` (other nodes' shared groups) or
+    ``"self_replay"`` (the node's own groups of earlier rounds inside the pool window: the
+    control that separates sharing from reuse)."""
+    external_sampling: SamplingName | ExternalSampler = "uniform"
+    """How J groups are drawn from the candidates: ``"uniform"`` without replacement, or
+    ``sampler(candidates, k, rng) -> chosen``."""
+
+    # --- shared pool -------------------------------------------------------------------------
+    pool_window: int = 1
+    """Rounds a shared group stays in the pool (1 = this round only: the synchronous round)."""
+    pool_capacity: int | None = None
+    """Most groups the pool holds; the oldest are evicted first. None: no bound beyond the
+    window."""
+
+    def __post_init__(self) -> None:
+        _check_int("n_agents", self.n_agents, 1)
+        _check_int("max_rounds", self.max_rounds, 1)
+        _check_int("questions_per_round", self.questions_per_round, 1)
+        _check_int("completions_per_question", self.completions_per_question, 1)
+        _check_int("train_budget", self.train_budget, 0)
+        _check_int("max_completion_chars", self.max_completion_chars, 1)
+        _check_int("pool_window", self.pool_window, 1)
+        if self.pool_capacity is not None:
+            _check_int("pool_capacity", self.pool_capacity, 1)
+        if not (isinstance(self.advantage_eps, (int, float)) and self.advantage_eps > 0):
+            raise ValueError(f"advantage_eps must be a float > 0, got {self.advantage_eps!r}")
+        if self.max_rounds * self.questions_per_round >= MAX_QUESTIONS_PER_STREAM:
+            raise ValueError(
+                f"max_rounds * questions_per_round must be < {MAX_QUESTIONS_PER_STREAM} "
+                f"(seed block of one question stream), got {self.max_rounds} * "
+                f"{self.questions_per_round}"
+            )
+        object.__setattr__(self, "tasks", _coerce_tasks(self.tasks, "tasks"))
+        if self.node_tasks is not None:
+            names = {f"node_{i}" for i in range(self.n_agents)}
+            unknown = sorted(set(self.node_tasks) - names)
+            if unknown:
+                raise ValueError(
+                    f"node_tasks: unknown nodes {unknown}; expected names node_0..node_"
+                    f"{self.n_agents - 1}"
+                )
+            if self.shared_questions:
+                raise ValueError(
+                    "node_tasks must be None when shared_questions=True "
+                    "(every node gets the same questions, so they share one task mix)"
+                )
+            object.__setattr__(
+                self,
+                "node_tasks",
+                {k: _coerce_tasks(v, f"node_tasks[{k!r}]") for k, v in self.node_tasks.items()},
+            )
+        _check_choice("filter", self.filter, ("zero_advantage", "none"))
+        _check_choice("external_sampling", self.external_sampling, ("uniform",))
+        _check_choice("answer_format", self.answer_format, ("tag", "lenient"))
+        if self.external_source not in ("swarm", "self_replay"):
+            raise ValueError(
+                f"external_source must be 'swarm' or 'self_replay', got {self.external_source!r}"
+            )
+        if self.external_source == "self_replay" and self.pool_window < 2:
+            raise ValueError(
+                "pool_window must be >= 2 when external_source='self_replay' (self-replay draws "
+                f"from the node's own groups of earlier rounds), got {self.pool_window}"
+            )
+        for name in ("filter_local", "shared_questions"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.system_prompt, str):
+            raise ValueError(f"system_prompt must be a str, got {type(self.system_prompt)}")
+
+    @property
+    def agent_names(self) -> tuple[str, ...]:
+        return tuple(f"node_{i}" for i in range(self.n_agents))
+
+    def tasks_of(self, agent: str) -> tuple[TaskSpec, ...]:
+        """The task mix of one node."""
+        if self.node_tasks is not None and agent in self.node_tasks:
+            return self.node_tasks[agent]
+        return self.tasks
+
+    def replace(self, **changes: Any) -> SwarmConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if callable(value):
+        return
+    if value not in choices:
+        allowed = " | ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be {allowed} or a callable, got {value!r}")

@@ -1,0 +1,252 @@
+"""The SAPO swarm as a PettingZoo ``ParallelEnv``.
+
+N nodes (``node_0 … node_{n-1}``) each answer B reasoning-gym questions per round with L
+completions, publish (some of) their question groups as plain text to a shared pool, and get
+back a training set of I of their own groups and J groups from the pool, where J is each node's
+own choice that round. The env verifies every completion with reasoning-gym's scorer, computes
+GRPO group advantages and assembles every training set in the same synchronous step.
+
+Arguments (of ``parallel_env``, ``raw_env`` and ``env``):
+    n: number of nodes (``SwarmConfig.n_agents``), default 8.
+    config: a ``SwarmConfig``; defaults are the paper's.
+    render_mode: None or ``"ansi"`` (``render()`` returns a round summary).
+    **overrides: any ``SwarmConfig`` field, e.g. ``train_budget=8, pool_window=4``;
+        ``max_cycles`` is accepted as PettingZoo's name for ``max_rounds``.
+
+Observation, action and reward of a node: see ``sapo_env.types`` and the README.
+
+Example::
+
+    >>> import sapo_env
+    >>> from agents import DemonstratorAgent
+    >>> env = sapo_env.parallel_env(n=2, max_rounds=3)
+    >>> observations, infos = env.reset(seed=0)
+    >>> nodes = {a: DemonstratorAgent(accuracy=0.5, seed=i) for i, a in enumerate(env.agents)}
+    >>> actions = {a: nodes[a].act(observations[a]) for a in env.agents}
+    >>> observations, rewards, terminations, truncations, infos = env.step(actions)
+    >>> [g["local"] for g in observations["node_0"]["batch"]]   # I=4 own, J=4 from node_1
+    [True, True, True, True, False, False, False, False]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pettingzoo
+from pettingzoo import ParallelEnv
+from pettingzoo.utils import parallel_to_aec, wrappers
+
+from sapo_env import spaces
+from sapo_env.actions import ParsedAction, parse_actions
+from sapo_env.answers import get_extractor
+from sapo_env.config import SwarmConfig
+from sapo_env.pool import SharedPool
+from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
+from sapo_env.sampling import Assembly, assemble_batch, get_filter, get_sampler
+from sapo_env.tasks import QuestionSource, reference_answer, score_completions
+from sapo_env.types import Group, Observation
+
+
+class SwarmEnv(ParallelEnv):
+    """A SAPO swarm; build it with ``sapo_env.parallel_env``."""
+
+    metadata = {"name": "sapo_swarm_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+
+    def __init__(self, config: SwarmConfig | None = None, render_mode: str | None = None):
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.config = config if config is not None else SwarmConfig()
+        self.render_mode = render_mode
+        self.possible_agents = list(self.config.agent_names)
+        self.agents: list[str] = []
+        self.round = 0
+        # one space object per node, reused on every call (PettingZoo checks identity)
+        self._observation_spaces = {a: spaces.observation_space(self.config)
+                                    for a in self.possible_agents}
+        self._action_spaces = {a: spaces.action_space(self.config) for a in self.possible_agents}
+        self._extract = get_extractor(self.config.answer_format)
+        self._keep = get_filter(self.config.filter)
+        self._sampler = get_sampler(self.config.external_sampling)
+        self._seed_sequence: np.random.SeedSequence | None = None
+        self._summary = ""
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Dict:
+        return self._action_spaces[agent]
+
+    def reset(
+        self, seed: int | None = None, options: dict | None = None
+    ) -> tuple[dict[str, Observation], dict[str, dict]]:
+        """Start a run. ``seed`` fixes everything; without one, a reset continues from the last
+        seed's stream (a new, different run). ``options`` is accepted for API compatibility; the
+        env has no reset options."""
+        if seed is not None or self._seed_sequence is None:
+            self._seed_sequence = np.random.SeedSequence(seed)
+        question_seq, sampling_seq = self._seed_sequence.spawn(1)[0].spawn(2)
+        self._questions = QuestionSource(self.config, question_seq)
+        self._rngs = {a: np.random.default_rng(s) for a, s in
+                      zip(self.possible_agents, sampling_seq.spawn(len(self.possible_agents)))}
+        self._pool = SharedPool(self.config.pool_window, self.config.pool_capacity, self._keep)
+        # self-replay: each node's own groups of earlier rounds inside the window
+        self._replay = {a: SharedPool(self.config.pool_window - 1, None, self._keep)
+                        for a in self.possible_agents} if self._self_replay else {}
+        self._batches: dict[str, tuple[Group, ...]] = {a: () for a in self.possible_agents}
+        self.agents = list(self.possible_agents)
+        self.round = 0
+        self._drawn = self._questions.draw_round()
+        self._summary = f"round 0: {len(self.agents)} nodes, pool empty"
+        return self._observations(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        """One synchronous round: validate, score, publish, assemble, return."""
+        if not self.agents:
+            raise RuntimeError("step() called on a finished run: call reset() first")
+        parsed = parse_actions(actions, self.agents, self.config)
+        groups = self._score(parsed)
+        self._pool.publish(self.round, [g for a in self.agents
+                                        for g, s in zip(groups[a], parsed[a].share) if s])
+        assemblies = {a: self._assemble(a, groups[a], parsed[a].num_external)
+                      for a in self.agents}
+        infos = self._infos(groups, parsed, assemblies)
+        for a in self._replay:  # after assembly: a node replays only earlier rounds
+            self._replay[a].publish(self.round, groups[a])
+        rewards = {a: float(np.mean([g["rewards"] for g in groups[a]])) for a in self.agents}
+        self._batches = {a: assemblies[a].batch for a in self.agents}
+        self._summary = self._describe(rewards, parsed, assemblies)
+
+        self.round += 1
+        finished = self.round >= self.config.max_rounds
+        self._drawn = self._questions.draw_round()
+        observations = self._observations()
+        terminations = {a: False for a in self.agents}
+        truncations = {a: finished for a in self.agents}
+        if finished:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos
+
+    @property
+    def _self_replay(self) -> bool:
+        return self.config.external_source == "self_replay"
+
+    def _score(self, parsed: dict[str, ParsedAction]) -> dict[str, list[Group]]:
+        """Verify every completion; compute every group's advantages in one vectorised call."""
+        rewards = np.stack([
+            [score_completions(d, completions, self._extract)
+             for d, completions in zip(self._drawn[a], parsed[a].completions)]
+            for a in self.agents
+        ])
+        advantages = group_advantages(rewards, self.config.advantage_eps)
+        return {
+            a: [make_group(a, self.round, k, d.question, reference_answer(d.entry),
+                           parsed[a].completions[k], rewards[i, k], advantages[i, k])
+                for k, d in enumerate(self._drawn[a])]
+            for i, a in enumerate(self.agents)
+        }
+
+    def _assemble(self, agent: str, own: list[Group], num_external: int) -> Assembly:
+        local = [g for g in own if self._keep(g)] if self.config.filter_local else own
+        if self._self_replay:
+            candidates = self._replay[agent].candidates_for(None)
+        else:
+            candidates = self._pool.candidates_for(agent)
+        return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
+                              num_external, self._rngs[agent], self._sampler)
+
+    def _infos(self, groups, parsed, assemblies) -> dict[str, dict[str, Any]]:
+        """Per-node facts of the round; deterministic values only (no timings)."""
+        taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
+                        if not g["local"] and g["source"] != a)
+        infos = {}
+        for a in self.agents:
+            by_task: dict[str, list[float]] = {}
+            for g in groups[a]:
+                by_task.setdefault(g["task"], []).extend(g["rewards"].tolist())
+            shared = [g for g, s in zip(groups[a], parsed[a].share) if s]
+            source = self._replay[a] if self._self_replay else self._pool
+            others = None if self._self_replay else a
+            infos[a] = {
+                "task_scores": {t: float(np.mean(v)) for t, v in sorted(by_task.items())},
+                "local_groups": assemblies[a].num_local,
+                "external_groups": assemblies[a].num_external,
+                "local_shortfall": assemblies[a].local_shortfall,
+                "external_shortfall": assemblies[a].external_shortfall,
+                "pool_size": source.count_for(others),
+                "pool_size_filtered": source.count_for(others, filtered=True),
+                "zero_advantage_fraction": float(np.mean(
+                    [has_zero_advantage(g["rewards"]) for g in groups[a]])),
+                "shared_groups": len(shared),
+                "shared_mean_reward": (float(np.mean([g["rewards"] for g in shared]))
+                                       if shared else None),
+                "taken_by_others": taken[a],
+            }
+        return infos
+
+    def _observations(self) -> dict[str, Observation]:
+        return {
+            a: {
+                "round": self.round,
+                "system_prompt": self.config.system_prompt,
+                "completions_per_question": self.config.completions_per_question,
+                "train_budget": self.config.train_budget,
+                "questions": tuple(d.question for d in self._drawn[a]),
+                "pool": self._pool.from_others(a),
+                "batch": self._batches[a],
+            }
+            for a in self.agents
+        }
+
+    def _describe(self, rewards, parsed, assemblies) -> str:
+        lines = [f"round {self.round}: pool {len(self._pool)} groups, swarm mean reward "
+                 f"{np.mean(list(rewards.values())):.3f}",
+                 f"{'node':>10} {'reward':>7} {'J':>3} {'local':>6} {'external':>9} {'short':>6}"]
+        for a in self.agents:
+            s = assemblies[a]
+            lines.append(f"{a:>10} {rewards[a]:7.3f} {parsed[a].num_external:3d} "
+                         f"{s.num_local:6d} {s.num_external:9d} "
+                         f"{s.local_shortfall + s.external_shortfall:6d}")
+        return "\n".join(lines)
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called with render_mode=None; use 'ansi'")
+            return None
+        return self._summary
+
+    def close(self) -> None:
+        """Nothing to release: the env holds no processes, files or devices."""
+
+
+def _make_config(n: int | None, config: SwarmConfig | None, overrides: dict[str, Any]
+                 ) -> SwarmConfig:
+    if "max_cycles" in overrides:  # PettingZoo's name for the episode length
+        overrides["max_rounds"] = overrides.pop("max_cycles")
+    if n is not None:
+        overrides["n_agents"] = n
+    unknown = sorted(set(overrides) - set(SwarmConfig.field_names()))
+    if unknown:
+        raise ValueError(f"unknown SwarmConfig fields {unknown}; see help(sapo_env.SwarmConfig)")
+    return (config or SwarmConfig()).replace(**overrides)
+
+
+def parallel_env(n: int | None = None, config: SwarmConfig | None = None,
+                 render_mode: str | None = None, **overrides: Any) -> SwarmEnv:
+    """The swarm as a PettingZoo ``ParallelEnv`` (see the module docstring)."""
+    return SwarmEnv(_make_config(n, config, overrides), render_mode=render_mode)
+
+
+def raw_env(n: int | None = None, config: SwarmConfig | None = None,
+            render_mode: str | None = None, **overrides: Any) -> pettingzoo.AECEnv:
+    """The swarm as an AEC env (``parallel_to_aec``): nodes act in turn, the round runs when the
+    last one has acted."""
+    return parallel_to_aec(parallel_env(n, config, render_mode, **overrides))
+
+
+def env(n: int | None = None, config: SwarmConfig | None = None,
+        render_mode: str | None = None, **overrides: Any) -> pettingzoo.AECEnv:
+    """``raw_env`` with PettingZoo's order-enforcing wrapper, as PettingZoo's own envs are."""
+    return wrappers.OrderEnforcingWrapper(raw_env(n, config, render_mode, **overrides))

@@ -1,0 +1,89 @@
+"""The shared pool: groups the nodes published, kept for a window of rounds, up to a capacity.
+
+With ``window=1`` the pool holds only the groups published this round (the paper's synchronous
+round); a larger window keeps groups available for later rounds (stale, asynchronous sharing).
+When ``capacity`` is set, the oldest groups are evicted first once it is exceeded.
+
+Every node reads the pool without its own groups. Groups are stored in publication order, so a
+node's groups form a few contiguous runs; a node's view is the pool with those runs cut out,
+which costs a few slices instead of a scan of the whole pool per node (the pool of a 512-node
+swarm holds 4096 groups a round).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from sapo_env.types import Group
+
+
+class _Runs:
+    """A tuple of groups with, per source, the ``(start, end)`` runs its groups occupy."""
+
+    def __init__(self, groups: tuple[Group, ...]):
+        self.groups = groups
+        self.runs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for i, group in enumerate(groups):
+            runs = self.runs[group["source"]]
+            if runs and runs[-1][1] == i:
+                runs[-1] = (runs[-1][0], i + 1)
+            else:
+                runs.append((i, i + 1))
+
+    def count_without(self, source: str | None) -> int:
+        return len(self.groups) - sum(e - s for s, e in self.runs.get(source, ()))
+
+    def without(self, source: str | None) -> tuple[Group, ...]:
+        """The groups not published by ``source`` (None: all of them)."""
+        runs = self.runs.get(source)
+        if not runs:
+            return self.groups
+        pieces, cursor = [], 0
+        for start, end in runs:
+            pieces.append(self.groups[cursor:start])
+            cursor = end
+        pieces.append(self.groups[cursor:])
+        return sum(pieces, ())
+
+
+class SharedPool:
+    """Published groups, oldest first; the training filter runs once per group, on entry."""
+
+    def __init__(self, window: int, capacity: int | None, keep: Callable[[Group], bool]):
+        self.window = window
+        self.capacity = capacity
+        self._keep = keep
+        self._entries: list[tuple[Group, bool]] = []
+        self._all = _Runs(())
+        self._passing = _Runs(())
+
+    def publish(self, round_: int, groups: Sequence[Group]) -> None:
+        """Add this round's groups, then evict those outside the window and over capacity."""
+        oldest_kept = round_ - self.window + 1
+        entries = [e for e in self._entries if e[0]["round"] >= oldest_kept]
+        entries += [(g, bool(self._keep(g))) for g in groups]
+        if self.capacity is not None and len(entries) > self.capacity:
+            entries = entries[len(entries) - self.capacity:]
+        self._entries = entries
+        self._all = _Runs(tuple(g for g, _ in entries))
+        self._passing = _Runs(tuple(g for g, keep in entries if keep))
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        return self._all.groups
+
+    def __len__(self) -> int:
+        return len(self._all.groups)
+
+    def from_others(self, node: str | None) -> tuple[Group, ...]:
+        """Every group in the pool that ``node`` did not publish (None: all of them)."""
+        return self._all.without(node)
+
+    def candidates_for(self, node: str | None) -> tuple[Group, ...]:
+        """Groups that pass the filter and that ``node`` did not publish (None: all of them)."""
+        return self._passing.without(node)
+
+    def count_for(self, node: str | None, filtered: bool = False) -> int:
+        """How many groups ``node`` did not publish, optionally only those passing the filter."""
+        return (self._passing if filtered else self._all).count_without(node)

@@ -1,0 +1,69 @@
+"""Groups (a question with its L scored completions) and GRPO group-relative advantages.
+
+Example::
+
+    >>> import numpy as np
+    >>> from sapo_env.rollouts import group_advantages
+    >>> group_advantages(np.array([1.0, 0.0, 0.0, 1.0], dtype=np.float32)).round(3)
+    array([ 1., -1., -1.,  1.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sapo_env.types import Group, Question
+
+DEFAULT_EPS = 1e-6
+
+
+def group_advantages(rewards: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
+    """GRPO advantages ``(r - mean) / (std + eps)`` over the last axis (the group's L rewards).
+
+    The standard deviation is the population one (ddof=0). Works
+    on one group (shape ``(L,)``) or on many at once (shape ``(..., L)``); a group whose rewards
+    are all equal gets all-zero advantages.
+    """
+    rewards = np.asarray(rewards, dtype=np.float32)
+    mean = rewards.mean(axis=-1, keepdims=True)
+    std = rewards.std(axis=-1, keepdims=True)
+    return ((rewards - mean) / (std + np.float32(eps))).astype(np.float32, copy=False)
+
+
+def has_zero_advantage(rewards: np.ndarray) -> np.ndarray | bool:
+    """True where every reward of a group is the same (the group carries no learning signal).
+
+    Partial credit exists (a wrong answer can score above 0), so this compares rewards with each
+    other, not with zero.
+    """
+    rewards = np.asarray(rewards)
+    return (rewards.max(axis=-1) == rewards.min(axis=-1))
+
+
+def make_group(
+    source: str,
+    round_: int,
+    k: int,
+    question: Question,
+    answer: str,
+    completions: Sequence[str],
+    rewards: np.ndarray,
+    advantages: np.ndarray,
+) -> Group:
+    """Build the group record; its arrays are made read-only because many nodes see them."""
+    rewards.flags.writeable = False
+    advantages.flags.writeable = False
+    return {
+        "id": f"{source}/r{round_}/q{k}",
+        "source": source,
+        "round": round_,
+        "task": question["task"],
+        "question": question["prompt"],
+        "answer": answer,
+        "ref": question["ref"],
+        "completions": tuple(completions),
+        "rewards": rewards,
+        "advantages": advantages,
+    }

@@ -1,0 +1,172 @@
+"""Questions from reasoning-gym, and their verification.
+
+Each node draws its questions from one *stream* per task: a reasoning-gym dataset with its own
+seed, read at increasing indices. reasoning-gym derives item ``i`` of seed ``s`` from
+``s + i``, so consecutive seeds overlap; every stream therefore owns a block of
+``MAX_QUESTIONS_PER_STREAM`` seeds, and blocks never overlap within a run. Every question carries
+a ``ref`` from which anyone can re-derive it, and its answer, with reasoning-gym alone::
+
+    reasoning_gym.create_dataset(ref["task"], seed=ref["seed"], size=ref["index"] + 1,
+                                 **ref["config"])[ref["index"]]
+
+Scoring is reasoning-gym's own ``score_answer`` for the task after answer extraction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import reasoning_gym
+from reasoning_gym.dataset import ProceduralDataset
+
+from sapo_env.answers import AnswerExtractor
+from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
+from sapo_env.types import Question, QuestionRef
+
+# Largest seed block index: keeps every seed below 2**62 (JSON-safe, fits int64 spaces).
+_MAX_BLOCK = 2**62 // MAX_QUESTIONS_PER_STREAM
+
+
+def reference_answer(entry: dict[str, Any]) -> str:
+    """The answer to show for a reasoning-gym entry.
+
+    Tasks whose scorer checks validity rather than equality (propositional_logic) have
+    ``answer=None``; their metadata holds an example of a correct answer, which is used instead.
+    """
+    if entry.get("answer") is not None:
+        return str(entry["answer"])
+    return str(entry.get("metadata", {}).get("example_answer", ""))
+
+
+@lru_cache(maxsize=4096)
+def _dataset(task: str, config_items: tuple, seed: int) -> ProceduralDataset:
+    # size only bounds the index; reasoning-gym generates items lazily
+    return reasoning_gym.create_dataset(
+        task, seed=seed, size=MAX_QUESTIONS_PER_STREAM, **dict(config_items)
+    )
+
+
+def dataset_for(ref: QuestionRef) -> ProceduralDataset:
+    """The (cached) reasoning-gym dataset a ref points into."""
+    return _dataset(ref["task"], _freeze(ref["config"]), int(ref["seed"]))
+
+
+def resolve(ref: QuestionRef) -> dict[str, Any]:
+    """Re-derive the reasoning-gym entry (question, answer, metadata) a ref points to."""
+    return generate(dataset_for(ref), int(ref["index"]))
+
+
+def generate(dataset: ProceduralDataset, index: int) -> dict[str, Any]:
+    """One item of a dataset; some generators (bf) print to stdout, which is swallowed."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return dataset[index]
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable form of a JSON-like config, for caching."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass
+class DrawnQuestion:
+    """A question handed to a node, with what the env needs to score it."""
+
+    question: Question
+    entry: dict[str, Any]
+    dataset: ProceduralDataset
+
+    def score(self, answers: Sequence[str | None]) -> np.ndarray:
+        """reasoning-gym scores of extracted answers, float32, clipped to [0, 1]."""
+        scores = np.fromiter(
+            (self.dataset.score_answer(answer, self.entry) for answer in answers),
+            dtype=np.float32,
+            count=len(answers),
+        )
+        return np.clip(scores, 0.0, 1.0, out=scores)
+
+
+class _Stream:
+    """Consecutive items of one task's dataset under one seed."""
+
+    def __init__(self, spec: TaskSpec, seed: int):
+        self.spec = spec
+        self.seed = seed
+        self.dataset = _dataset(spec.name, _freeze(spec.config), seed)
+        self.next_index = 0
+
+    def draw(self) -> DrawnQuestion:
+        index = self.next_index
+        self.next_index += 1
+        entry = generate(self.dataset, index)
+        ref: QuestionRef = {
+            "task": self.spec.name,
+            "config": self.spec.config,
+            "seed": self.seed,
+            "index": index,
+        }
+        question: Question = {
+            "id": f"{self.spec.name}/{self.seed}/{index}",
+            "task": self.spec.name,
+            "prompt": entry["question"],
+            "ref": ref,
+        }
+        return DrawnQuestion(question, entry, self.dataset)
+
+
+class QuestionSource:
+    """Draws every node's B questions each round, deterministically from a seed sequence."""
+
+    def __init__(self, config: SwarmConfig, seed_sequence: np.random.SeedSequence):
+        self.config = config
+        task_seq, block_seq = seed_sequence.spawn(2)
+        block_rng = np.random.default_rng(block_seq)
+        # Owners of question streams: every node, or one shared owner for shared questions.
+        owners = ("shared",) if config.shared_questions else config.agent_names
+        n_streams = sum(len(config.tasks_of(o)) for o in owners)
+        first_block = int(block_rng.integers(0, _MAX_BLOCK - n_streams))
+        block = iter(range(first_block, first_block + n_streams))
+        self._streams = {
+            owner: [_Stream(spec, next(block) * MAX_QUESTIONS_PER_STREAM) for spec in
+                    config.tasks_of(owner)]
+            for owner in owners
+        }
+        self._task_rngs = {
+            owner: np.random.default_rng(s)
+            for owner, s in zip(owners, task_seq.spawn(len(owners)))
+        }
+        self._weights = {
+            owner: np.array([s.weight for s in config.tasks_of(owner)]) for owner in owners
+        }
+        for owner, weights in self._weights.items():
+            weights /= weights.sum()
+
+    def _draw_for(self, owner: str) -> list[DrawnQuestion]:
+        streams = self._streams[owner]
+        choices = self._task_rngs[owner].choice(
+            len(streams), size=self.config.questions_per_round, p=self._weights[owner]
+        )
+        return [streams[c].draw() for c in choices]
+
+    def draw_round(self) -> dict[str, list[DrawnQuestion]]:
+        """The questions of the next round, per node."""
+        if self.config.shared_questions:
+            shared = self._draw_for("shared")
+            return {agent: shared for agent in self.config.agent_names}
+        return {agent: self._draw_for(agent) for agent in self.config.agent_names}
+
+
+def score_completions(
+    drawn: DrawnQuestion, completions: Sequence[str], extract: AnswerExtractor
+) -> np.ndarray:
+    """Verifier scores of a question's completions after answer extraction."""
+    return drawn.score([extract(c) for c in completions])

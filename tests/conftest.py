@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+
+import sapo_env
+
+# Small swarms keep the suite fast; every mechanism is the same as at the paper's size.
+SMALL = dict(n=3, questions_per_round=2, completions_per_question=3, train_budget=3,
+             max_rounds=20)
+ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_digits": 1,
+                                         "max_digits": 1})]
+
+
+@pytest.fixture
+def small_env():
+    return sapo_env.parallel_env(**SMALL)
+
+
+def fixed_actions(observations, text="<answer>1</answer>", num_external=1):
+    """The same completion everywhere: every group has zero advantage."""
+    return {
+        a: {"completions": tuple((text,) * o["completions_per_question"]
+                                 for _ in o["questions"]),
+            "num_external": num_external}
+        for a, o in observations.items()
+    }
+
+
+def mixed_actions(observations, num_external=1):
+    """Right answer in the first completion of every question, wrong in the others: every
+    group has a non-zero advantage."""
+    from sapo_env.tasks import reference_answer, resolve
+
+    actions = {}
+    for a, o in observations.items():
+        completions = []
+        for q in o["questions"]:
+            right = f"<answer>{reference_answer(resolve(q['ref']))}</answer>"
+            completions.append((right,) + ("<answer>wrong</answer>",)
+                               * (o["completions_per_question"] - 1))
+        actions[a] = {"completions": tuple(completions), "num_external": num_external}
+    return actions

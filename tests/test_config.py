@@ -1,0 +1,84 @@
+import pytest
+
+from sapo_env import PAPER_TASKS, SwarmConfig, TaskSpec
+
+
+def test_paper_defaults():
+    c = SwarmConfig()
+    assert (c.n_agents, c.questions_per_round, c.completions_per_question, c.train_budget,
+            c.max_rounds) == (8, 8, 8, 8, 2000)
+    assert c.filter == "zero_advantage" and not c.filter_local
+    assert c.external_source == "swarm" and c.external_sampling == "uniform"
+    assert c.pool_window == 1 and c.answer_format == "tag" and not c.shared_questions
+    assert [t.name for t in c.tasks] == [
+        "arc_1d", "basic_arithmetic", "base_conversion", "bf", "binary_matrix",
+        "calendar_arithmetic", "decimal_arithmetic", "fraction_simplification",
+        "propositional_logic"]
+    assert all(t.weight == 1.0 for t in c.tasks)
+    assert c.agent_names == tuple(f"node_{i}" for i in range(8))
+    assert "<answer>" in c.system_prompt
+
+
+@pytest.mark.parametrize("field,value", [
+    ("n_agents", 0), ("n_agents", 2.5), ("n_agents", True), ("questions_per_round", 0),
+    ("completions_per_question", -1), ("train_budget", -1), ("max_rounds", 0),
+    ("pool_window", 0), ("pool_capacity", 0), ("max_completion_chars", 0),
+    ("advantage_eps", 0.0), ("filter", "top_k"), ("external_sampling", "greedy"),
+    ("answer_format", "xml"), ("external_source", "cloud"), ("filter_local", "yes"),
+    ("shared_questions", 1),
+])
+def test_bad_values_name_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        SwarmConfig(**{field: value})
+
+
+def test_task_specs_in_every_form():
+    c = SwarmConfig(tasks=["basic_arithmetic", ("bf", 2.0), ("arc_1d", 1, {"min_size": 9}),
+                           {"name": "leg_counting", "weight": 0.5},
+                           TaskSpec("chain_sum")])
+    assert [t.name for t in c.tasks] == ["basic_arithmetic", "bf", "arc_1d", "leg_counting",
+                                         "chain_sum"]
+    assert c.tasks[1].weight == 2.0 and c.tasks[2].config == {"min_size": 9}
+
+
+@pytest.mark.parametrize("tasks,match", [
+    (["no_such_task"], "unknown reasoning-gym task"),
+    ([("bf", 0.0)], "weight"),
+    ([("bf", 1.0, {"seed": 3})], "seed"),
+    ([("basic_arithmetic", 1.0, {"min_terms": 5, "max_terms": 2})], "invalid config"),
+    ([("basic_arithmetic", 1.0, {"bogus": 1})], "invalid config"),
+    ([], "at least one task"),
+    ("bf", "sequence of task specs"),
+])
+def test_bad_tasks(tasks, match):
+    with pytest.raises(ValueError, match=match):
+        SwarmConfig(tasks=tasks)
+
+
+def test_node_tasks():
+    c = SwarmConfig(n_agents=2, node_tasks={"node_1": ["bf"]})
+    assert c.tasks_of("node_0") == PAPER_TASKS
+    assert [t.name for t in c.tasks_of("node_1")] == ["bf"]
+    with pytest.raises(ValueError, match="node_tasks"):
+        SwarmConfig(n_agents=2, node_tasks={"node_7": ["bf"]})
+    with pytest.raises(ValueError, match="node_tasks"):
+        SwarmConfig(n_agents=2, node_tasks={"node_1": ["bf"]}, shared_questions=True)
+
+
+def test_self_replay_needs_a_window():
+    with pytest.raises(ValueError, match="pool_window"):
+        SwarmConfig(external_source="self_replay")
+    assert SwarmConfig(external_source="self_replay", pool_window=2).pool_window == 2
+
+
+def test_replace_validates_again():
+    c = SwarmConfig()
+    assert c.replace(train_budget=4).train_budget == 4
+    with pytest.raises(ValueError, match="train_budget"):
+        c.replace(train_budget=-3)
+
+
+def test_callables_accepted():
+    c = SwarmConfig(filter=lambda g: True, answer_format=lambda s: s,
+                    external_sampling=lambda cands, k, rng: list(cands)[:k])
+    assert callable(c.filter)

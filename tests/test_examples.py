@@ -1,0 +1,33 @@
+"""The examples, the CLI and the docstring examples run."""
+
+import doctest
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_script():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "quickstart.py"),
+                          "--rounds", "2"], capture_output=True, text=True, check=True).stdout
+    assert "node_3" in out and "cumulative reward" in out
+
+
+def test_cli_demo_and_help():
+    from sapo_env.cli import build_parser
+
+    assert "demo" in build_parser().format_help()
+    out = subprocess.run([sys.executable, "-m", "sapo_env.cli", "demo", "--rounds", "1",
+                          "--render"], capture_output=True, text=True, check=True).stdout
+    assert "round 0: pool" in out and "swarm" in out
+
+
+@pytest.mark.parametrize("module", ["sapo_env.env", "sapo_env.runner", "sapo_env.answers",
+                                    "sapo_env.rollouts", "sapo_env"])
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0

@@ -1,0 +1,38 @@
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from sapo_env.rollouts import group_advantages, has_zero_advantage
+
+
+def test_advantages_by_hand():
+    r = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    mean, std = 0.25, np.sqrt(0.1875)  # population std
+    expected = (r - mean) / (std + 1e-6)
+    np.testing.assert_allclose(group_advantages(r), expected, rtol=1e-6)
+    assert group_advantages(r).dtype == np.float32
+
+
+def test_equal_rewards_give_zero_advantages():
+    np.testing.assert_array_equal(group_advantages(np.full(8, 0.3)), np.zeros(8))
+    assert has_zero_advantage(np.full(8, 0.3))
+    # partial credit: all equal but not zero is still zero advantage; unequal is not
+    assert not has_zero_advantage(np.array([0.05, 0.05, 1.0]))
+
+
+def test_vectorised_equals_per_group():
+    rng = np.random.default_rng(0)
+    r = rng.random((3, 4, 8)).astype(np.float32)
+    batched = group_advantages(r)
+    for i in range(3):
+        for k in range(4):
+            np.testing.assert_allclose(batched[i, k], group_advantages(r[i, k]), rtol=1e-6)
+    np.testing.assert_array_equal(has_zero_advantage(r), np.zeros((3, 4), dtype=bool))
+
+
+@given(arrays(np.float32, st.integers(2, 16), elements=st.floats(0, 1, width=32)))
+def test_advantages_are_centred_and_bounded(r):
+    a = group_advantages(r)
+    assert abs(float(a.mean())) < 1e-3
+    assert np.all(np.abs(a) <= np.sqrt(len(r)) + 1e-3)
