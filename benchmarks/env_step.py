@@ -24,7 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 from reasoning_gym.utils import extract_answer
 
 import sapo_env

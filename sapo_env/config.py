@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -22,21 +22,12 @@ import reasoning_gym
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from sapo_env.types import Group
+from sapo_env.answers import EXTRACTORS, AnswerExtractor
+from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
 
 FilterName = Literal["zero_advantage", "none"]
-GroupFilter = Callable[[Group], bool]
-"""``filter(group) -> keep``: True keeps the group as a training candidate."""
-
 SamplingName = Literal["uniform"]
-ExternalSampler = Callable[[Sequence[Group], int, Any], Sequence[Group]]
-"""``sampler(candidates, k, rng) -> chosen``: at most ``k`` distinct groups out of
-``candidates``; ``rng`` is the node's ``numpy.random.Generator``."""
-
 AnswerFormatName = Literal["tag", "lenient"]
-AnswerExtractor = Callable[[str], Union[str, None]]
-"""``extract(completion) -> answer or None`` (None scores 0)."""
-
 ExternalSource = Literal["swarm", "self_replay"]
 
 
@@ -94,7 +85,7 @@ class TaskSpec:
         )
 
 
-TaskSpecLike = Union[TaskSpec, str, tuple, Mapping[str, Any]]
+TaskSpecLike = Union[TaskSpec, str, tuple, Mapping[str, Any]]  # noqa: UP007 (runtime alias)
 
 PAPER_TASKS: tuple[TaskSpec, ...] = (
     TaskSpec("arc_1d", 1.0, {"min_size": 10, "max_size": 30}),
@@ -158,7 +149,8 @@ class SwarmConfig:
     answer_format: AnswerFormatName | AnswerExtractor = "tag"
     """How an answer is read from a completion before reasoning-gym scores it: ``"tag"`` (last
     ``<answer>`` tag, reasoning-gym's ``extract_answer``), ``"lenient"`` (tag if present, else a
-    final "answer is X" / "Answer: X", else the last line) or ``extract(completion) -> str|None``."""
+    final "answer is X" / "Answer: X", else the last line) or
+    ``extract(completion) -> str | None``."""
     advantage_eps: float = 1e-6
     """Added to the group's reward standard deviation when normalising advantages."""
     max_completion_chars: int = 16384
@@ -225,9 +217,9 @@ class SwarmConfig:
                 "node_tasks",
                 {k: _coerce_tasks(v, f"node_tasks[{k!r}]") for k, v in self.node_tasks.items()},
             )
-        _check_choice("filter", self.filter, ("zero_advantage", "none"))
-        _check_choice("external_sampling", self.external_sampling, ("uniform",))
-        _check_choice("answer_format", self.answer_format, ("tag", "lenient"))
+        _check_choice("filter", self.filter, tuple(FILTERS))
+        _check_choice("external_sampling", self.external_sampling, tuple(SAMPLERS))
+        _check_choice("answer_format", self.answer_format, tuple(EXTRACTORS))
         if self.external_source not in ("swarm", "self_replay"):
             raise ValueError(
                 f"external_source must be 'swarm' or 'self_replay', got {self.external_source!r}"

@@ -63,10 +63,10 @@ class SwarmEnv(ParallelEnv):
         self.possible_agents = list(self.config.agent_names)
         self.agents: list[str] = []
         self.round = 0
-        # one space object per node, reused on every call (PettingZoo checks identity)
-        self._observation_spaces = {a: spaces.observation_space(self.config)
-                                    for a in self.possible_agents}
-        self._action_spaces = {a: spaces.action_space(self.config) for a in self.possible_agents}
+        # One space object per node, built on first use and then reused (PettingZoo checks
+        # identity); a 512-node swarm that never asks for its spaces does not build 1024 of them.
+        self._observation_spaces: dict[str, gymnasium.spaces.Dict] = {}
+        self._action_spaces: dict[str, gymnasium.spaces.Dict] = {}
         self._extract = get_extractor(self.config.answer_format)
         self._keep = get_filter(self.config.filter)
         self._sampler = get_sampler(self.config.external_sampling)
@@ -74,10 +74,18 @@ class SwarmEnv(ParallelEnv):
         self._summary = ""
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
-        return self._observation_spaces[agent]
+        return self._space(self._observation_spaces, spaces.observation_space, agent)
 
     def action_space(self, agent: str) -> gymnasium.spaces.Dict:
-        return self._action_spaces[agent]
+        return self._space(self._action_spaces, spaces.action_space, agent)
+
+    def _space(self, cache: dict, build, agent: str) -> gymnasium.spaces.Dict:
+        if agent not in cache:
+            if agent not in self.possible_agents:
+                raise KeyError(f"unknown node {agent!r}; nodes are node_0..node_"
+                               f"{self.config.n_agents - 1}")
+            cache[agent] = build(self.config)
+        return cache[agent]
 
     def reset(
         self, seed: int | None = None, options: dict | None = None

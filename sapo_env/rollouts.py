@@ -26,10 +26,12 @@ def group_advantages(rewards: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarra
     on one group (shape ``(L,)``) or on many at once (shape ``(..., L)``); a group whose rewards
     are all equal gets all-zero advantages.
     """
-    rewards = np.asarray(rewards, dtype=np.float32)
+    # float64 inside: with a tiny spread, float32 rounding of the mean would be amplified by
+    # the division and the advantages would no longer sum to zero
+    rewards = np.asarray(rewards, dtype=np.float64)
     mean = rewards.mean(axis=-1, keepdims=True)
     std = rewards.std(axis=-1, keepdims=True)
-    return ((rewards - mean) / (std + np.float32(eps))).astype(np.float32, copy=False)
+    return ((rewards - mean) / (std + eps)).astype(np.float32)
 
 
 def has_zero_advantage(rewards: np.ndarray) -> np.ndarray | bool:

@@ -147,7 +147,7 @@ class QuestionSource:
         self._weights = {
             owner: np.array([s.weight for s in config.tasks_of(owner)]) for owner in owners
         }
-        for owner, weights in self._weights.items():
+        for weights in self._weights.values():
             weights /= weights.sum()
 
     def _draw_for(self, owner: str) -> list[DrawnQuestion]:

@@ -104,3 +104,8 @@ def test_reset_without_seed_continues_the_stream(small_env):
     again, _ = small_env.reset(seed=3)
     assert data_equivalence(first, again)
     assert not data_equivalence(first, second)
+
+
+def test_unknown_node_has_no_space(small_env):
+    with pytest.raises(KeyError, match="node_9"):
+        small_env.observation_space("node_9")

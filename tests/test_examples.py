@@ -31,3 +31,12 @@ def test_cli_demo_and_help():
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0
+
+
+def test_readme_usage_block_runs():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Usage", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["history"].rounds == 20
+    assert 0.3 < namespace["history"].swarm_mean.mean() < 0.7  # demonstrators at accuracy 0.5

@@ -57,8 +57,10 @@ def test_streams_never_overlap():
 
 def test_deterministic_and_seed_dependent():
     config = SwarmConfig(n_agents=2, questions_per_round=4)
-    ids = lambda seed: [d.question["id"] for r in draw(config, seed, 3) for qs in r.values()
-                        for d in qs]
+
+    def ids(seed):
+        return [d.question["id"] for r in draw(config, seed, 3) for qs in r.values() for d in qs]
+
     assert ids(5) == ids(5)
     assert ids(5) != ids(6)
 
