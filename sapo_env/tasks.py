@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,6 +30,10 @@ from sapo_env.answers import AnswerExtractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
 from sapo_env.types import Question, QuestionRef
 
+logger = logging.getLogger(__name__)
+
+# Consecutive generator failures tolerated before a task is declared broken.
+_MAX_SKIPS = 100
 # Largest seed block index: keeps every seed below 2**62 (JSON-safe, fits int64 spaces).
 _MAX_BLOCK = 2**62 // MAX_QUESTIONS_PER_STREAM
 
@@ -57,9 +62,20 @@ def dataset_for(ref: QuestionRef) -> ProceduralDataset:
     return _dataset(ref["task"], _freeze(ref["config"]), int(ref["seed"]))
 
 
+# Entries drawn lately, so that agents re-deriving a question of this round through its ref
+# (demonstrators, simulated learners) look it up instead of generating it a second time.
+# Sized for one round of a 512-node swarm at the paper's B=8, with room to spare.
+@lru_cache(maxsize=8192)
+def _entry(task: str, config_items: tuple, seed: int, index: int) -> dict[str, Any]:
+    return generate(_dataset(task, config_items, seed), index)
+
+
 def resolve(ref: QuestionRef) -> dict[str, Any]:
-    """Re-derive the reasoning-gym entry (question, answer, metadata) a ref points to."""
-    return generate(dataset_for(ref), int(ref["index"]))
+    """Re-derive the reasoning-gym entry (question, answer, metadata) a ref points to.
+
+    The entry may be shared with the env (it scores with it): read it, do not modify it.
+    """
+    return _entry(ref["task"], _freeze(ref["config"]), int(ref["seed"]), int(ref["index"]))
 
 
 def generate(dataset: ProceduralDataset, index: int) -> dict[str, Any]:
@@ -101,13 +117,27 @@ class _Stream:
     def __init__(self, spec: TaskSpec, seed: int):
         self.spec = spec
         self.seed = seed
-        self.dataset = _dataset(spec.name, _freeze(spec.config), seed)
+        self.config_items = _freeze(spec.config)
+        self.dataset = _dataset(spec.name, self.config_items, seed)
         self.next_index = 0
 
     def draw(self) -> DrawnQuestion:
-        index = self.next_index
-        self.next_index += 1
-        entry = generate(self.dataset, index)
+        for _ in range(_MAX_SKIPS):
+            index = self.next_index
+            self.next_index += 1
+            try:
+                entry = _entry(self.spec.name, self.config_items, self.seed, index)
+                break
+            except Exception as error:  # noqa: BLE001 (a reasoning-gym generator bug)
+                # A few items crash their generator (decimal_arithmetic divides by zero about
+                # once in 10,000). Skipping to the next index is deterministic, and the ref
+                # records the index actually used, so re-deriving still works.
+                logger.warning("reasoning-gym %s failed to generate item %d of seed %d (%s: "
+                               "%s); skipping it", self.spec.name, index, self.seed,
+                               type(error).__name__, error)
+        else:
+            raise RuntimeError(f"reasoning-gym task {self.spec.name!r} failed to generate "
+                               f"{_MAX_SKIPS} items in a row; check its config")
         ref: QuestionRef = {
             "task": self.spec.name,
             "config": self.spec.config,

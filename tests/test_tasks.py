@@ -85,3 +85,28 @@ def test_node_tasks_make_specialists():
 def test_bf_prints_nothing(capfd):
     draw(SwarmConfig(n_agents=2, tasks=["bf"], questions_per_round=4), rounds=2)
     assert capfd.readouterr().out == ""
+
+
+def test_a_crashing_generator_item_is_skipped(caplog):
+    """decimal_arithmetic divides by zero at this index (a reasoning-gym bug)."""
+    from sapo_env.tasks import _Stream
+
+    spec = next(t for t in PAPER_TASKS if t.name == "decimal_arithmetic")
+    stream = _Stream(spec, 2**24)
+    stream.next_index = 2961
+    refs = [stream.draw().question["ref"] for _ in range(2)]
+    assert [r["index"] for r in refs] == [2961, 2963]
+    assert "failed to generate item 2962" in caplog.text
+    assert resolve(refs[1])["question"]  # the ref still re-derives the question
+
+
+def test_a_broken_task_raises(monkeypatch):
+    import sapo_env.tasks as tasks
+
+    def broken(*args):
+        raise ZeroDivisionError("always")
+
+    monkeypatch.setattr(tasks, "_entry", broken)
+    stream = tasks._Stream(PAPER_TASKS[0], 0)
+    with pytest.raises(RuntimeError, match="failed to generate 100 items"):
+        stream.draw()
