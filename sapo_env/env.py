@@ -71,7 +71,7 @@ class SwarmEnv(ParallelEnv):
         self._keep = get_filter(self.config.filter)
         self._sampler = get_sampler(self.config.external_sampling)
         self._seed_sequence: np.random.SeedSequence | None = None
-        self._summary = ""
+        self._last_round: tuple | None = None  # what render() describes
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
         return self._space(self._observation_spaces, spaces.observation_space, agent)
@@ -107,7 +107,7 @@ class SwarmEnv(ParallelEnv):
         self.agents = list(self.possible_agents)
         self.round = 0
         self._drawn = self._questions.draw_round()
-        self._summary = f"round 0: {len(self.agents)} nodes, pool empty"
+        self._last_round = None
         return self._observations(), {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
@@ -125,7 +125,7 @@ class SwarmEnv(ParallelEnv):
             self._replay[a].publish(self.round, groups[a])
         rewards = {a: float(np.mean([g["rewards"] for g in groups[a]])) for a in self.agents}
         self._batches = {a: assemblies[a].batch for a in self.agents}
-        self._summary = self._describe(rewards, parsed, assemblies)
+        self._last_round = (self.round, len(self._pool), rewards, parsed, assemblies)
 
         self.round += 1
         finished = self.round >= self.config.max_rounds
@@ -208,22 +208,23 @@ class SwarmEnv(ParallelEnv):
             for a in self.agents
         }
 
-    def _describe(self, rewards, parsed, assemblies) -> str:
-        lines = [f"round {self.round}: pool {len(self._pool)} groups, swarm mean reward "
-                 f"{np.mean(list(rewards.values())):.3f}",
-                 f"{'node':>10} {'reward':>7} {'J':>3} {'local':>6} {'external':>9} {'short':>6}"]
-        for a in self.agents:
-            s = assemblies[a]
-            lines.append(f"{a:>10} {rewards[a]:7.3f} {parsed[a].num_external:3d} "
-                         f"{s.num_local:6d} {s.num_external:9d} "
-                         f"{s.local_shortfall + s.external_shortfall:6d}")
-        return "\n".join(lines)
-
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: a table of the last round (reward, J, batch per node)."""
         if self.render_mode is None:
             gymnasium.logger.warn("render() called with render_mode=None; use 'ansi'")
             return None
-        return self._summary
+        if self._last_round is None:
+            return f"round {self.round}: {len(self.agents)} nodes, nothing played yet"
+        round_, pool_size, rewards, parsed, assemblies = self._last_round
+        lines = [f"round {round_}: pool {pool_size} groups, swarm mean reward "
+                 f"{np.mean(list(rewards.values())):.3f}",
+                 f"{'node':>10} {'reward':>7} {'J':>3} {'local':>6} {'external':>9} {'short':>6}"]
+        for a, reward in rewards.items():
+            s = assemblies[a]
+            lines.append(f"{a:>10} {reward:7.3f} {parsed[a].num_external:3d} "
+                         f"{s.num_local:6d} {s.num_external:9d} "
+                         f"{s.local_shortfall + s.external_shortfall:6d}")
+        return "\n".join(lines)
 
     def close(self) -> None:
         """Nothing to release: the env holds no processes, files or devices."""
