@@ -8,6 +8,9 @@ Measures, with canned completions of ~300 characters (half carrying the right an
   extract and score those completions (the floor any env must pay);
 - the per-node step time at n = 8, 64 and 512 (flat in n means the env scales).
 
+Times are the CPU time of this process (``time.process_time``), not wall time: on a shared
+2-core machine other processes would otherwise decide the numbers.
+
 ``--write`` replaces the "## Env step" section of BENCHMARKS.md with the results.
 """
 
@@ -49,7 +52,7 @@ def canned_actions(observations: dict) -> dict:
 
 def reasoning_gym_alone(observations: dict, actions: dict) -> float:
     """Seconds reasoning-gym takes to generate these questions and score these completions."""
-    start = time.perf_counter()
+    start = time.process_time()
     for agent, observation in observations.items():
         for question, completions in zip(observation["questions"],
                                          actions[agent]["completions"]):
@@ -57,7 +60,7 @@ def reasoning_gym_alone(observations: dict, actions: dict) -> float:
             entry = dataset[question["ref"]["index"]]
             for completion in completions:
                 dataset.score_answer(extract_answer(completion), entry)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def measure(n: int, rounds: int, seed: int = 0) -> dict:
@@ -69,9 +72,9 @@ def measure(n: int, rounds: int, seed: int = 0) -> dict:
     for _ in range(rounds):
         actions = canned_actions(observations)
         floor_times.append(reasoning_gym_alone(observations, actions))
-        start = time.perf_counter()
+        start = time.process_time()
         observations, *_ = env.step(actions)
-        step_times.append(time.perf_counter() - start)
+        step_times.append(time.process_time() - start)
     step, floor = statistics.median(step_times), statistics.median(floor_times)
     return {"n": n, "step_ms": step * 1e3, "rg_ms": floor * 1e3, "ratio": step / floor,
             "per_node_ms": step * 1e3 / n}
@@ -85,8 +88,8 @@ def report(results: list[dict], rounds: int) -> str:
         "",
         f"`python benchmarks/env_step.py --rounds {rounds} --write` on "
         f"{datetime.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} "
-        f"cores, Python {platform.python_version()}; median over {rounds} rounds, canned "
-        "completions of ~300 characters, half of them right.",
+        f"cores, Python {platform.python_version()}; median process CPU time over {rounds} "
+        "rounds (a sixth of that at n=512), canned completions of ~300 characters, half right.",
         "",
         "| n | completions/round | env.step (ms) | reasoning-gym alone (ms) | step / rg | "
         "per node (ms) |",
