@@ -115,15 +115,16 @@ class SwarmEnv(ParallelEnv):
         if not self.agents:
             raise RuntimeError("step() called on a finished run: call reset() first")
         parsed = parse_actions(actions, self.agents, self.config)
-        groups = self._score(parsed)
+        scores = self._score(parsed)  # (nodes, B, L)
+        groups = self._groups(parsed, scores)
         self._pool.publish(self.round, [g for a in self.agents
                                         for g, s in zip(groups[a], parsed[a].share) if s])
         assemblies = {a: self._assemble(a, groups[a], parsed[a].num_external)
                       for a in self.agents}
-        infos = self._infos(groups, parsed, assemblies)
+        infos = self._infos(groups, scores, parsed, assemblies)
         for a in self._replay:  # after assembly: a node replays only earlier rounds
             self._replay[a].publish(self.round, groups[a])
-        rewards = {a: float(np.mean([g["rewards"] for g in groups[a]])) for a in self.agents}
+        rewards = dict(zip(self.agents, scores.mean(axis=(1, 2)).tolist()))
         self._batches = {a: assemblies[a].batch for a in self.agents}
         self._last_round = (self.round, len(self._pool), rewards, parsed, assemblies)
 
@@ -141,17 +142,21 @@ class SwarmEnv(ParallelEnv):
     def _self_replay(self) -> bool:
         return self.config.external_source == "self_replay"
 
-    def _score(self, parsed: dict[str, ParsedAction]) -> dict[str, list[Group]]:
-        """Verify every completion; compute every group's advantages in one vectorised call."""
-        rewards = np.stack([
+    def _score(self, parsed: dict[str, ParsedAction]) -> np.ndarray:
+        """Verifier scores of every completion, shape (live nodes, B, L)."""
+        return np.stack([
             [score_completions(d, completions, self._extract)
              for d, completions in zip(self._drawn[a], parsed[a].completions)]
             for a in self.agents
         ])
-        advantages = group_advantages(rewards, self.config.advantage_eps)
+
+    def _groups(self, parsed: dict[str, ParsedAction], scores: np.ndarray
+                ) -> dict[str, list[Group]]:
+        """Every node's groups, with advantages computed for all of them in one call."""
+        advantages = group_advantages(scores, self.config.advantage_eps)
         return {
             a: [make_group(a, self.round, k, d.question, reference_answer(d.entry),
-                           parsed[a].completions[k], rewards[i, k], advantages[i, k])
+                           parsed[a].completions[k], scores[i, k], advantages[i, k])
                 for k, d in enumerate(self._drawn[a])]
             for i, a in enumerate(self.agents)
         }
@@ -165,31 +170,31 @@ class SwarmEnv(ParallelEnv):
         return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
                               num_external, self._rngs[agent], self._sampler)
 
-    def _infos(self, groups, parsed, assemblies) -> dict[str, dict[str, Any]]:
+    def _infos(self, groups, scores, parsed, assemblies) -> dict[str, dict[str, Any]]:
         """Per-node facts of the round; deterministic values only (no timings)."""
         taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
+        group_means = scores.mean(axis=2).tolist()  # every group has L completions
+        zero_advantage = has_zero_advantage(scores).mean(axis=1).tolist()
         infos = {}
-        for a in self.agents:
+        for i, a in enumerate(self.agents):
             by_task: dict[str, list[float]] = {}
-            for g in groups[a]:
-                by_task.setdefault(g["task"], []).extend(g["rewards"].tolist())
-            shared = [g for g, s in zip(groups[a], parsed[a].share) if s]
+            for g, mean in zip(groups[a], group_means[i]):
+                by_task.setdefault(g["task"], []).append(mean)
+            shared = [m for m, s in zip(group_means[i], parsed[a].share) if s]
             source = self._replay[a] if self._self_replay else self._pool
             others = None if self._self_replay else a
             infos[a] = {
-                "task_scores": {t: float(np.mean(v)) for t, v in sorted(by_task.items())},
+                "task_scores": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
                 "local_groups": assemblies[a].num_local,
                 "external_groups": assemblies[a].num_external,
                 "local_shortfall": assemblies[a].local_shortfall,
                 "external_shortfall": assemblies[a].external_shortfall,
                 "pool_size": source.count_for(others),
                 "pool_size_filtered": source.count_for(others, filtered=True),
-                "zero_advantage_fraction": float(np.mean(
-                    [has_zero_advantage(g["rewards"]) for g in groups[a]])),
+                "zero_advantage_fraction": zero_advantage[i],
                 "shared_groups": len(shared),
-                "shared_mean_reward": (float(np.mean([g["rewards"] for g in shared]))
-                                       if shared else None),
+                "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
             }
         return infos
