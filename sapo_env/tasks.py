@@ -26,16 +26,21 @@ import numpy as np
 import reasoning_gym
 from reasoning_gym.dataset import ProceduralDataset
 
+from sapo_env import rg_fixes
 from sapo_env.answers import AnswerExtractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
 from sapo_env.types import Question, QuestionRef
 
 logger = logging.getLogger(__name__)
+rg_fixes.apply()
 
 # Consecutive generator failures tolerated before a task is declared broken.
 _MAX_SKIPS = 100
 # Largest seed block index: keeps every seed below 2**62 (JSON-safe, fits int64 spaces).
 _MAX_BLOCK = 2**62 // MAX_QUESTIONS_PER_STREAM
+# The last block is reserved for held-out evaluation questions (sapo_env.metrics): training
+# streams always take blocks below it, so no training question is ever a held-out one.
+HELD_OUT_BLOCK = _MAX_BLOCK - 1
 
 
 def reference_answer(entry: dict[str, Any]) -> str:
@@ -111,7 +116,7 @@ class DrawnQuestion:
         return np.clip(scores, 0.0, 1.0, out=scores)
 
 
-class _Stream:
+class QuestionStream:
     """Consecutive items of one task's dataset under one seed."""
 
     def __init__(self, spec: TaskSpec, seed: int):
@@ -163,10 +168,10 @@ class QuestionSource:
         # Owners of question streams: every node, or one shared owner for shared questions.
         owners = ("shared",) if config.shared_questions else config.agent_names
         n_streams = sum(len(config.tasks_of(o)) for o in owners)
-        first_block = int(block_rng.integers(0, _MAX_BLOCK - n_streams))
+        first_block = int(block_rng.integers(0, HELD_OUT_BLOCK - n_streams + 1))
         block = iter(range(first_block, first_block + n_streams))
         self._streams = {
-            owner: [_Stream(spec, next(block) * MAX_QUESTIONS_PER_STREAM) for spec in
+            owner: [QuestionStream(spec, next(block) * MAX_QUESTIONS_PER_STREAM) for spec in
                     config.tasks_of(owner)]
             for owner in owners
         }

@@ -89,10 +89,10 @@ def test_bf_prints_nothing(capfd):
 
 def test_a_crashing_generator_item_is_skipped(caplog):
     """decimal_arithmetic divides by zero at this index (a reasoning-gym bug)."""
-    from sapo_env.tasks import _Stream
+    from sapo_env.tasks import QuestionStream
 
     spec = next(t for t in PAPER_TASKS if t.name == "decimal_arithmetic")
-    stream = _Stream(spec, 2**24)
+    stream = QuestionStream(spec, 2**24)
     stream.next_index = 2961
     refs = [stream.draw().question["ref"] for _ in range(2)]
     assert [r["index"] for r in refs] == [2961, 2963]
@@ -107,6 +107,6 @@ def test_a_broken_task_raises(monkeypatch):
         raise ZeroDivisionError("always")
 
     monkeypatch.setattr(tasks, "_entry", broken)
-    stream = tasks._Stream(PAPER_TASKS[0], 0)
+    stream = tasks.QuestionStream(PAPER_TASKS[0], 0)
     with pytest.raises(RuntimeError, match="failed to generate 100 items"):
         stream.draw()
