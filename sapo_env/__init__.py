@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
-from sapo_env.env import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.runner import Callback, History, RoundRecord, run
+from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 
 __version__ = "0.1.0"
 
@@ -37,9 +37,9 @@ def _register() -> None:
     from pettingzoo.env_registry.registration import aec_registry, parallel_registry
 
     if "sapo/Swarm-v0" not in parallel_registry:
-        pettingzoo.register("parallel", "sapo/Swarm-v0", entry_point="sapo_env.env:parallel_env")
+        pettingzoo.register("parallel", "sapo/Swarm-v0", entry_point="sapo_env.swarm:parallel_env")
     if "sapo/Swarm-v0" not in aec_registry:
-        pettingzoo.register("aec", "sapo/Swarm-v0", entry_point="sapo_env.env:env")
+        pettingzoo.register("aec", "sapo/Swarm-v0", entry_point="sapo_env.swarm:env")
 
 
 _register()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from itertools import chain
 
 from sapo_env.types import Group
 
@@ -39,12 +40,15 @@ class _Runs:
         runs = self.runs.get(source)
         if not runs:
             return self.groups
+        if len(runs) == 1:  # the common case (one round in the pool): two slices
+            start, end = runs[0]
+            return self.groups[:start] + self.groups[end:]
         pieces, cursor = [], 0
         for start, end in runs:
             pieces.append(self.groups[cursor:start])
             cursor = end
         pieces.append(self.groups[cursor:])
-        return sum(pieces, ())
+        return tuple(chain.from_iterable(pieces))
 
 
 class SharedPool:

@@ -26,7 +26,7 @@ def test_cli_demo_and_help():
     assert "round 0: pool" in out and "swarm" in out
 
 
-@pytest.mark.parametrize("module", ["sapo_env.env", "sapo_env.runner", "sapo_env.answers",
+@pytest.mark.parametrize("module", ["sapo_env.swarm", "sapo_env.runner", "sapo_env.answers",
                                     "sapo_env.rollouts", "sapo_env"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
