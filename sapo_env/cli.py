@@ -2,6 +2,7 @@
 
     sapo-env demo [--rounds N] [--seed S] [--render]   a small swarm of scripted nodes
     sapo-env info                                       the paper-default configuration
+    sapo-env reproduce [--quick] [--seeds S] [--jobs J] the paper's table and figures
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in
 ``build_parser``.
@@ -33,6 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", help="print the paper-default SwarmConfig")
     info.set_defaults(handler=run_info)
+
+    from sapo_env import reproduce
+
+    reproduce_parser = commands.add_parser(
+        "reproduce", help="the paper's configurations and two controls over several seeds: "
+                          "a table, figures and TensorBoard runs (sapo_env.reproduce)")
+    reproduce.add_arguments(reproduce_parser)
+    reproduce_parser.set_defaults(handler=reproduce.run_from_args)
     return parser
 
 

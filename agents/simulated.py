@@ -1,0 +1,437 @@
+"""A simulated learner: a cheap stand-in for a language-model node of a SAPO swarm.
+
+``SimulatedLearner`` answers the env's real reasoning-gym questions with real text, which the
+env scores with its real verifier, and learns only from the training batches the env hands it.
+Acting and learning cost well under a millisecond per node and round, so a 2000-round swarm of
+8 runs in about a minute, env included: fast enough to study sampling policies (I:J ratios,
+filters, pool windows) and to teach.
+
+What it models
+--------------
+A node's "policy" is a pair of softmax distributions over discrete, named choices:
+
+- an **answer format** (``FORMATS``): wrap the answer in ``<answer>`` tags (the only format the
+  default verifier reads), say "the answer is X" (read by the lenient extractor), or hedge
+  ("I think it is X, but ...", read by neither);
+- per task, a **solution strategy** (``STRATEGIES``, from a guess to solving and checking) whose
+  quality is the probability that the answer it produces is right.
+
+Each completion is one sample of (format, strategy): the learner writes the strategy's name and
+a sentence of "reasoning", then the right answer (re-derived from the question's ``ref``) with
+the strategy's probability, otherwise a plausible wrong one, in the chosen format. By default
+the strategies are right 5%, 20%, 40% and 90% of the time, and a node knows only the first
+three: the best one, "verify", is an "Aha" it must stumble on (rarely, ``explore``) or read in
+another node's shared text. A strategy just discovered enters the policy unlikely (``e^-2``
+of the favourite's weight) and grows only if reinforcement favours it.
+
+Learning is REINFORCE with the groups' GRPO advantages, like a GRPO step whose importance ratio
+is 1 (the paper's setting: one optimisation step per batch, no KL term): the learner *re-encodes*
+every completion of its batch, local or external, by parsing the text back into the (format,
+strategy) that would have produced it, and moves the logits of those choices by
+``lr * advantage * (onehot - probability)``, averaged over all completions of the batch (groups
+with zero advantage add nothing but still count in the average, as tokens do in GRPO's loss).
+Text written by another node with a strategy this node does not know is learnable: reading it
+makes the strategy known. Text no sim learner wrote (a language model's) still teaches the
+answer format when it has tags or an "answer is" phrase.
+
+What it does not model
+----------------------
+It is not evidence about language models. It does no reasoning: correctness is a coin flip
+whose bias is the strategy's quality, the same on every question of a task. It has no tokens,
+so sequence length, credit assignment inside a completion, clipping and KL have no analogue;
+learning from another node's text is only as hard as parsing it, whereas a real model may find
+external text improbable and hard to absorb. Strategies are a handful of named options shared
+by all nodes, not open-ended skills, and nothing is ever forgotten except through the gradient.
+
+Example::
+
+    import sapo_env
+    from agents.simulated import simulated_swarm
+
+    env = sapo_env.parallel_env(n=8)
+    agents = simulated_swarm(env.possible_agents, seed=0, num_external=4)   # the 4/4 setting
+    history = sapo_env.run(env, agents, rounds=200)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from sapo_env.tasks import reference_answer, resolve
+from sapo_env.types import Action, Group, Observation, QuestionRef
+
+FORMATS: tuple[str, ...] = ("tag", "answer_is", "hedge")
+"""Answer formats, in logit order. Only ``"tag"`` scores under the env's default extractor."""
+
+STRATEGIES: tuple[str, ...] = ("guess", "recall", "step-by-step", "verify")
+"""Solution strategies, in logit order (and, with the default qualities, worst to best)."""
+
+# One sentence of "reasoning" per strategy, so that completions read like reasoning traces.
+_REASONING = {
+    "guess": "I go with my first impression.",
+    "recall": "This looks like one I have seen before, so I recall how it went.",
+    "step-by-step": "I work through it one step at a time.",
+    "verify": "I work through it step by step, then check the result against the question.",
+}
+_ANSWER_LINE = {
+    "tag": "<answer>{}</answer>",
+    "answer_is": "So the answer is {}.",
+    "hedge": "I think it is {}, but I am not sure.",
+}
+_MARKER = "Approach: "
+# _TEMPLATES[format][strategy]: a whole completion with "{}" where the answer goes
+_TEMPLATES = [
+    [
+        f"{_MARKER}{name}. {_REASONING[name]}\n" + _ANSWER_LINE[fmt].replace("{}", "{0}")
+        for name in STRATEGIES
+    ]
+    for fmt in FORMATS
+]
+_MARKER_LEN = len(_MARKER)
+_STRATEGY_INDEX = {name: i for i, name in enumerate(STRATEGIES)}
+_NUMBER = re.compile(r"\d+")
+_ANSWER_IS = re.compile(r"answer\s+is\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SimulatedLearnerConfig:
+    """Hyperparameters of one simulated learner. A swarm may give each node its own."""
+
+    # --- starting skills ---------------------------------------------------------------------
+    start_tag_prob: float = 0.05
+    """Probability, before any jitter, of wrapping the answer in ``<answer>`` tags at the start
+    (the remaining mass is split evenly between the other formats)."""
+    known_strategies: tuple[str, ...] = ("guess", "recall", "step-by-step")
+    """Strategies the node can produce from the start (on every task); the others it must
+    stumble on (``explore``) or read in shared text."""
+    start_jitter: float = 0.5
+    """Standard deviation of the normal noise added to every starting logit: how much nodes of
+    one swarm differ in their starting skills."""
+    strategy_quality: tuple[float, ...] = (0.05, 0.2, 0.4, 0.9)
+    """Probability that each strategy of ``STRATEGIES`` produces the right answer."""
+    discovery_logit: float = -2.0
+    """A strategy the node just learned exists (read in a batch, or stumbled on) enters its
+    policy with this logit relative to its current favourite: e^-2, about 14% of the
+    favourite's probability. A discovery is a seed that reinforcement must grow."""
+    explore: float = 5e-5
+    """Probability, per completion, of trying a strategy the node does not know yet (chosen
+    uniformly among the unknown ones): the rate of self-discovery."""
+
+    # --- learning ----------------------------------------------------------------------------
+    lr: float = 2.0
+    """Step size of the policy-gradient update on the logits (plain gradient ascent)."""
+    lr_jitter: float = 0.0
+    """Standard deviation of a log-normal factor on ``lr``, drawn once per node: different
+    learning rates across a heterogeneous swarm."""
+    logit_clip: float = 6.0
+    """Logits are kept in ``[-logit_clip, logit_clip]``, so no choice's probability reaches 0
+    or 1 (a real policy keeps some entropy)."""
+
+    # --- sampling choice ---------------------------------------------------------------------
+    num_external: int = 0
+    """J: external groups the node asks for every round (clipped to the env's train budget)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.start_tag_prob < 1.0:
+            raise ValueError(f"start_tag_prob must be in (0, 1), got {self.start_tag_prob!r}")
+        unknown = [s for s in self.known_strategies if s not in _STRATEGY_INDEX]
+        if unknown or not self.known_strategies:
+            raise ValueError(
+                f"known_strategies must be a non-empty subset of {STRATEGIES}, "
+                f"got {self.known_strategies!r}"
+            )
+        object.__setattr__(self, "known_strategies", tuple(self.known_strategies))
+        if len(self.strategy_quality) != len(STRATEGIES) or not all(
+            0.0 <= q <= 1.0 for q in self.strategy_quality
+        ):
+            raise ValueError(
+                f"strategy_quality must hold {len(STRATEGIES)} probabilities in [0, 1] (one per "
+                f"strategy of {STRATEGIES}), got {self.strategy_quality!r}"
+            )
+        object.__setattr__(self, "strategy_quality", tuple(float(q) for q in self.strategy_quality))
+        for name in ("start_jitter", "lr_jitter"):
+            if not getattr(self, name) >= 0.0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.explore <= 1.0:
+            raise ValueError(f"explore must be in [0, 1], got {self.explore!r}")
+        if not self.lr > 0.0:
+            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if not self.logit_clip > 0.0:
+            raise ValueError(f"logit_clip must be > 0, got {self.logit_clip!r}")
+        if isinstance(self.num_external, bool) or not isinstance(self.num_external, int) or (
+            self.num_external < 0
+        ):
+            raise ValueError(f"num_external must be an int >= 0, got {self.num_external!r}")
+
+
+@dataclass
+class _TaskSkill:
+    """Strategy logits for one task and which strategies the node can produce."""
+
+    logits: np.ndarray
+    known: np.ndarray  # bool mask over STRATEGIES
+
+    def probs(self) -> np.ndarray:
+        """Softmax over the known strategies (unknown ones have probability 0)."""
+        z = np.where(self.known, self.logits, -np.inf)
+        z = np.exp(z - z.max())
+        return z / z.sum()
+
+
+def parse_completion(text: str) -> tuple[int | None, int | None]:
+    """Re-encode a completion: ``(format index, strategy index)``, None where unreadable.
+
+    The format is read from any text (a tag, an "answer is" phrase); the strategy and the hedge
+    only from text that names its approach the way simulated learners write it.
+    """
+    strategy = None
+    from_sim = text.startswith(_MARKER)
+    if from_sim:
+        end = text.find(".", _MARKER_LEN)
+        if end > 0:
+            strategy = _STRATEGY_INDEX.get(text[_MARKER_LEN:end])
+        # a sim learner's answer is its last line; look there first (the common, fast case)
+        last = text[text.rfind("\n") + 1:]
+        if last.startswith("<answer>") and last.endswith("</answer>"):
+            return 0, strategy
+        if last.startswith("I think it is"):
+            return 2, strategy
+    if "<answer>" in text and "</answer>" in text:
+        return 0, strategy
+    if _ANSWER_IS.search(text):
+        return 1, strategy
+    if from_sim and "I think it is" in text:  # a hedge around a multi-line answer
+        return 2, strategy
+    return None, strategy
+
+
+def wrong_answer(answer: str, u: float) -> str:
+    """A plausible wrong answer derived from the right one; ``u`` in [0, 1) picks the change.
+
+    A number in the answer is shifted by 1-9; an answer without digits is reversed (or
+    extended when it reads the same backwards). The verifier decides what it is worth: some
+    reasoning-gym scorers give partial credit.
+    """
+    numbers = list(_NUMBER.finditer(answer))
+    if numbers:
+        position = u * len(numbers)
+        m = numbers[int(position)]
+        shift = 1 + int((position - int(position)) * 9)  # the fraction left picks the shift
+        return f"{answer[:m.start()]}{int(m.group()) + shift}{answer[m.end():]}"
+    flipped = answer[::-1]
+    return flipped if flipped != answer else answer + (answer[-1:] or "?")
+
+
+class SimulatedLearner:
+    """A simulated SAPO node: latent answer-format and strategy skills, learned by re-encoding.
+
+    Args:
+        config: hyperparameters (``SimulatedLearnerConfig()`` if None).
+        seed: an int, a ``numpy.random.SeedSequence`` or None (fresh entropy). Starting skills,
+            the learning-rate jitter and every sampled completion derive from it.
+
+    ``act`` answers with ``config.num_external`` external groups asked for; ``learn`` returns
+    ``loss`` (the surrogate ``-mean(advantage * log prob)``), ``readable_fraction`` (of the
+    batch's completions), and the skills: ``tag_prob``, ``expected_quality`` (mean over tasks
+    seen of the right-answer probability under the strategy policy), ``known_strategies`` and
+    ``strategy_<name>`` (probability of each strategy, mean over tasks seen).
+    """
+
+    def __init__(
+        self,
+        config: SimulatedLearnerConfig | None = None,
+        seed: int | np.random.SeedSequence | None = None,
+    ):
+        self.config = config if config is not None else SimulatedLearnerConfig()
+        seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        skill_seq, self._act_seq = seq.spawn(2)
+        self._skill_rng = np.random.default_rng(skill_seq)
+        c = self.config
+        self.lr = c.lr * float(np.exp(self._skill_rng.normal(0.0, c.lr_jitter)))
+        rest = (1.0 - c.start_tag_prob) / (len(FORMATS) - 1)
+        start = np.log([c.start_tag_prob] + [rest] * (len(FORMATS) - 1))
+        self.format_logits = start + self._skill_rng.normal(0.0, c.start_jitter, len(FORMATS))
+        self._known_start = np.array([s in c.known_strategies for s in STRATEGIES])
+        self._quality = np.asarray(c.strategy_quality)
+        self.skills: dict[str, _TaskSkill] = {}
+        self._act_round = -1
+        self._act_calls = 0
+
+    # --- skills ------------------------------------------------------------------------------
+    def skill(self, task: str) -> _TaskSkill:
+        """The strategy skill of a task, drawn from the node's starting distribution when first
+        met (tasks are met in the env's deterministic order, so this stays reproducible)."""
+        skill = self.skills.get(task)
+        if skill is None:
+            logits = self._skill_rng.normal(0.0, self.config.start_jitter, len(STRATEGIES))
+            skill = _TaskSkill(logits=logits, known=self._known_start.copy())
+            self.skills[task] = skill
+        return skill
+
+    def format_probs(self) -> np.ndarray:
+        z = np.exp(self.format_logits - self.format_logits.max())
+        return z / z.sum()
+
+    def expected_reward(self, task: str) -> float:
+        """Expected verifier score on a task under the default (tag) extractor, ignoring
+        partial credit: P(tag format) x P(right answer)."""
+        return float(self.format_probs()[0] * (self.skill(task).probs() @ self._quality))
+
+    # --- acting ------------------------------------------------------------------------------
+    def _rng_for(self, round_: int) -> np.random.Generator:
+        # One stream per (round, call within the round): an extra act call (a held-out
+        # evaluation) never shifts the randomness of the training rounds that follow.
+        if round_ != self._act_round:
+            self._act_round, self._act_calls = round_, 0
+        key = (max(int(round_), 0), self._act_calls)
+        self._act_calls += 1
+        return np.random.default_rng(
+            np.random.SeedSequence(self._act_seq.entropy, spawn_key=self._act_seq.spawn_key + key)
+        )
+
+    @staticmethod
+    def answer_for(ref: QuestionRef) -> str:
+        """The right answer of a question, re-derived from its ref with reasoning-gym (the env
+        shares the entries it drew, so this is a cache lookup for this round's questions)."""
+        return reference_answer(resolve(ref))
+
+    def act(self, observation: Observation) -> Action:
+        L = int(observation["completions_per_question"])  # type: ignore[typeddict-item]
+        budget = int(observation.get("train_budget", self.config.num_external))
+        questions = observation["questions"]
+        rng = self._rng_for(int(observation["round"]))
+        # every random number of the round in one draw: format, strategy, explore, right, wrong
+        u = rng.random((5, len(questions), L))
+        fmt_cdf = np.cumsum(self.format_probs())
+        formats = (u[0, :, :, None] * fmt_cdf[-1] >= fmt_cdf).sum(-1)
+        skills = [self.skill(q["task"]) for q in questions]
+        cdf = np.cumsum([s.probs() for s in skills], axis=1)  # (B, S), inverse-CDF sampling
+        strategies = (u[1, :, :, None] * cdf[:, -1:, None] >= cdf[:, None, :]).sum(-1)
+        np.minimum(strategies, len(STRATEGIES) - 1, out=strategies)  # rounding at the top
+        if self.config.explore > 0:
+            for k, i in zip(*np.nonzero(u[2] < self.config.explore)):
+                unknown = np.flatnonzero(~skills[k].known)
+                if unknown.size:  # the fraction of u below explore picks the unknown strategy
+                    pick = int(u[2, k, i] / self.config.explore * unknown.size)
+                    strategies[k, i] = unknown[min(pick, unknown.size - 1)]
+        right = (u[3] < self._quality[strategies]).tolist()
+        wrong_u = u[4].tolist()
+        formats, strategies = formats.tolist(), strategies.tolist()
+        completions = []
+        for k, question in enumerate(questions):
+            answer = self.answer_for(question["ref"])
+            completions.append(tuple(
+                _TEMPLATES[f][s].format(answer if ok else wrong_answer(answer, w))
+                for f, s, ok, w in zip(formats[k], strategies[k], right[k], wrong_u[k])
+            ))
+        return {
+            "completions": tuple(completions),
+            "num_external": min(self.config.num_external, budget),
+        }
+
+    # --- learning ----------------------------------------------------------------------------
+    def learn(self, batch: Sequence[Group]) -> dict[str, float] | None:
+        if not batch:
+            return None
+        # The gradient of sum(adv * log softmax(z)[choice]) is adv_by_choice - sum(adv) * probs:
+        # summing advantages per choice is all the per-completion work there is.
+        fmt_adv = [0.0] * len(FORMATS)
+        strat_adv: dict[str, list[float]] = {}
+        n_total = n_readable = 0
+        for group in batch:
+            advantages = group["advantages"].tolist()
+            n_total += len(advantages)
+            task = group["task"]
+            task_adv = None
+            for text, adv in zip(group["completions"], advantages):
+                fmt, strategy = parse_completion(text)
+                if fmt is None and strategy is None:
+                    continue
+                n_readable += 1
+                if fmt is not None:
+                    fmt_adv[fmt] += adv
+                if strategy is not None:
+                    if task_adv is None:
+                        task_adv = strat_adv.setdefault(task, [0.0] * len(STRATEGIES))
+                    task_adv[strategy] += adv
+                    skill = self.skill(task)
+                    if not skill.known[strategy]:
+                        # Reading a strategy is learning it exists: the text shows how it is
+                        # done. It starts unlikely, whatever the node's policy has become.
+                        favourite = skill.logits[skill.known].max()
+                        skill.logits[strategy] = max(favourite + self.config.discovery_logit,
+                                                     -self.config.logit_clip)
+                        skill.known[strategy] = True
+        norm = 1.0 / max(n_total, 1)
+        step = self.lr * norm
+        clip = self.config.logit_clip
+        probs = self.format_probs()
+        fmt_adv_arr = np.asarray(fmt_adv)
+        surrogate = -float(fmt_adv_arr @ np.log(probs))
+        grad = fmt_adv_arr - fmt_adv_arr.sum() * probs
+        np.clip(self.format_logits + step * grad, -clip, clip, out=self.format_logits)
+        for task, adv_list in strat_adv.items():
+            skill = self.skills[task]
+            adv_arr = np.asarray(adv_list)
+            probs = skill.probs()
+            surrogate -= float(adv_arr[skill.known] @ np.log(probs[skill.known]))
+            # unknown strategies have probability 0 and no advantage: their logits stay put
+            grad = adv_arr - adv_arr.sum() * probs
+            np.clip(skill.logits + step * grad, -clip, clip, out=skill.logits)
+        return self.metrics() | {
+            "loss": surrogate * norm,
+            "readable_fraction": n_readable * norm,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Summary of the current skills (what ``learn`` reports besides the loss)."""
+        out = {"tag_prob": float(self.format_probs()[0])}
+        if not self.skills:
+            return out
+        probs = np.array([s.probs() for s in self.skills.values()])  # (tasks, strategies)
+        out["expected_quality"] = float((probs @ self._quality).mean())
+        out["known_strategies"] = float(np.mean([s.known.sum() for s in self.skills.values()]))
+        for name, p in zip(STRATEGIES, probs.mean(axis=0).tolist()):
+            out[f"strategy_{name}"] = p
+        return out
+
+
+def simulated_swarm(
+    agents: int | Sequence[str],
+    seed: int | np.random.SeedSequence | None = 0,
+    config: SimulatedLearnerConfig | Mapping[str, SimulatedLearnerConfig] | None = None,
+    **overrides: Any,
+) -> dict[str, SimulatedLearner]:
+    """One simulated learner per node, each seeded from its own child of ``seed``.
+
+    Args:
+        agents: node names (``env.possible_agents``) or a count (names ``node_0`` ...).
+        seed: root seed; node k gets child k of ``SeedSequence(seed)``.
+        config: one config for all nodes, or a mapping node -> config (nodes missing from it
+            get the default): a heterogeneous swarm.
+        **overrides: fields replaced in every node's config, e.g. ``num_external=4``.
+    """
+    names = [f"node_{i}" for i in range(agents)] if isinstance(agents, int) else list(agents)
+    seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    learners = {}
+    for name, child in zip(names, seq.spawn(len(names))):
+        base = config.get(name) if isinstance(config, Mapping) else config
+        node_config = replace(base or SimulatedLearnerConfig(), **overrides)
+        learners[name] = SimulatedLearner(node_config, child)
+    return learners
+
+
+__all__ = [
+    "FORMATS",
+    "STRATEGIES",
+    "SimulatedLearner",
+    "SimulatedLearnerConfig",
+    "parse_completion",
+    "simulated_swarm",
+    "wrong_answer",
+]

@@ -1,0 +1,116 @@
+"""``sapo-env reproduce``: every file written, same seed same table, resume, processes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sapo_env import reproduce as rp
+
+ARITHMETIC = ["basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "max_digits": 1}]
+TINY = ["--quick", "--rounds", "8", "--nodes", "3", "--seeds", "2", "--held-out-every", "4",
+        "--held-out-questions", "3", "--no-progress"]
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="learner"):
+        rp.ReproduceConfig(learner="lm")
+    with pytest.raises(ValueError, match="model"):
+        rp.ReproduceConfig(learner="grpo")
+    with pytest.raises(ValueError, match="experiments"):
+        rp.ReproduceConfig(experiments=("9/9",))
+    with pytest.raises(ValueError, match="seeds"):
+        rp.ReproduceConfig(seeds=0)
+    with pytest.raises(ValueError, match="n_agents"):
+        rp.ReproduceConfig(n_agents=1)
+    with pytest.raises(ValueError, match="swarm"):
+        rp.ReproduceConfig(swarm={"filter_local": True})
+    with pytest.raises(ValueError, match="swarm"):
+        rp.ReproduceConfig(swarm={"colour": "blue"})
+
+
+def test_cli_swarm_overrides():
+    args = rp.build_parser().parse_args(["--swarm", 'answer_format="lenient"', "--swarm",
+                                         "pool_window=3", "--swarm", "answer_format=tag"])
+    assert rp.config_from_args(args).swarm == {"answer_format": "tag", "pool_window": 3}
+
+
+def test_quick_changes_only_the_defaults():
+    quick = rp.ReproduceConfig(quick=True)
+    assert (quick.rounds, quick.seeds, str(quick.out)) == (100, 2, "out/reproduce-quick")
+    assert rp.ReproduceConfig(quick=True, rounds=50).rounds == 50
+    slugs = rp.ReproduceConfig(experiments=("4-4", "8/0", "4/4")).experiments
+    assert slugs == ("4/4", "8/0")
+
+
+def test_mean_ci():
+    mean, ci = rp.mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and ci == pytest.approx(4.303 * 1.0 / np.sqrt(3))
+    assert np.isnan(rp.mean_ci([1.0])[1])
+
+
+def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("tensorboard")
+    first, second = tmp_path / "a", tmp_path / "b"
+    rp.main([*TINY, "--jobs", "1", "--out", str(first)])
+    assert "| 4/4 self-replay |" in capsys.readouterr().out
+    for name in ("results.md", "results.csv", "figure1_trajectories.png",
+                 "figure2_moving_average.png", "held_out.png", "summary.json"):
+        assert (first / name).stat().st_size > 0, name
+    runs = sorted(p.name for p in (first / "runs").glob("*.npz"))
+    assert len(runs) == 12 and "4-4-self-replay_seed1.npz" in runs
+    boards = [p for p in (first / "tensorboard").iterdir() if p.is_dir()]
+    assert len(boards) == 12 and all(any(b.glob("events.out.tfevents.*")) for b in boards)
+    summary = json.loads((first / "summary.json").read_text())
+    assert {"date", "machine", "wall_seconds", "settings", "rows"} <= set(summary)
+
+    # the same sweep in two worker processes: the same table, byte for byte
+    rp.main([*TINY, "--jobs", "2", "--no-tensorboard", "--no-plots", "--out", str(second)])
+    assert (first / "results.csv").read_text() == (second / "results.csv").read_text()
+    assert (first / "results.md").read_text() == (second / "results.md").read_text()
+
+
+def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypatch):
+    config = rp.ReproduceConfig(out=tmp_path, experiments=("8/0", "4/4"), rounds=5, n_agents=2,
+                                seeds=1, held_out_every=5, held_out_questions=2, jobs=1,
+                                tensorboard=False, plots=False, progress=False)
+    rp.reproduce(config)
+    ran = []
+    original = rp.run_one
+    monkeypatch.setattr(rp, "run_one", lambda spec: ran.append(spec.name) or original(spec))
+    rp.reproduce(config)
+    assert ran == []
+    longer = rp.ReproduceConfig(**{**config.__dict__, "rounds": 6})
+    result = rp.reproduce(longer)
+    assert sorted(ran) == ["4-4_seed0", "8-0_seed0"]
+    assert result.runs["4/4"][0]["rewards"].shape == (6, 2)
+    assert [r.experiment for r in result.rows] == ["8/0", "4/4"]
+    assert result.rows[0].ratio == pytest.approx(1.0)
+
+
+def test_grpo_learner_runs_with_a_tiny_local_model(tmp_path, request):
+    """The language-model path of the sweep, with a 2-layer model saved to disk (offline)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # tiny models run much faster on one thread when the 2 cores are shared (see test_grpo_agent)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    request.addfinalizer(lambda: torch.set_num_threads(previous))
+    from tiny_lm import char_tokenizer, tiny_llama  # tests/ is on sys.path (rootdir conftest)
+
+    tokenizer = char_tokenizer()
+    tiny_llama(tokenizer).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    config = rp.ReproduceConfig(out=tmp_path / "out", learner="grpo", model=str(tmp_path / "model"),
+                                experiments=("8/0", "4/4"), rounds=2, n_agents=2, seeds=1,
+                                held_out_every=2, held_out_questions=2, grpo_max_new_tokens=8,
+                                tensorboard=False, plots=False, progress=False,
+                                swarm={"tasks": [ARITHMETIC], "questions_per_round": 2,
+                                       "completions_per_question": 2})
+    result = rp.reproduce(config)
+    assert [r.experiment for r in result.rows] == ["8/0", "4/4"]
+    assert result.runs["4/4"][0]["rewards"].shape == (2, 2)
+    assert "GRPO" in result.table_markdown

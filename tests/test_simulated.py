@@ -1,0 +1,244 @@
+"""The simulated learner: real text scored by the real verifier, learning by re-encoding."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from agents.simulated import (
+    FORMATS,
+    STRATEGIES,
+    SimulatedLearner,
+    SimulatedLearnerConfig,
+    parse_completion,
+    simulated_swarm,
+    wrong_answer,
+)
+from sapo_env.answers import extract_tag
+from sapo_env.rollouts import group_advantages
+from sapo_env.tasks import dataset_for, resolve
+
+TASKS = ("basic_arithmetic", "base_conversion", "calendar_arithmetic", "propositional_logic",
+         "fraction_simplification", "binary_matrix")
+
+
+def make_questions(n: int = 6, start: int = 0, seed: int = 7_000_000) -> tuple[dict, ...]:
+    """Hand-made questions across tasks, each with a ref reasoning-gym can re-derive."""
+    questions = []
+    for k in range(n):
+        ref = {"task": TASKS[k % len(TASKS)], "config": {}, "seed": seed, "index": start + k}
+        entry = resolve(ref)
+        questions.append({"id": f"{ref['task']}/{seed}/{start + k}", "task": ref["task"],
+                          "prompt": entry["question"], "ref": ref})
+    return tuple(questions)
+
+
+def observation(questions, round_=0, L=8, budget=8, batch=()) -> dict:
+    return {"round": round_, "system_prompt": "", "completions_per_question": L,
+            "train_budget": budget, "questions": questions, "pool": (), "batch": batch}
+
+
+def score(question: dict, completions) -> np.ndarray:
+    entry = resolve(question["ref"])
+    dataset = dataset_for(question["ref"])
+    return np.array([dataset.score_answer(extract_tag(c), entry) for c in completions],
+                    dtype=np.float32)
+
+
+def groups_of(questions, action, source="node_x", round_=0) -> list[dict]:
+    groups = []
+    for k, (q, completions) in enumerate(zip(questions, action["completions"])):
+        rewards = score(q, completions)
+        groups.append({"id": f"{source}/r{round_}/q{k}", "source": source, "round": round_,
+                       "task": q["task"], "question": q["prompt"], "answer": "", "ref": q["ref"],
+                       "completions": completions, "rewards": rewards,
+                       "advantages": group_advantages(rewards), "local": source == "self"})
+    return groups
+
+
+# --- configuration ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "field, value",
+    [("start_tag_prob", 0.0), ("known_strategies", ("telepathy",)), ("known_strategies", ()),
+     ("strategy_quality", (0.5,)), ("explore", 1.5), ("lr", 0.0), ("lr_jitter", -1.0),
+     ("logit_clip", 0.0), ("num_external", -1), ("num_external", 2.0)],
+)
+def test_config_rejects_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        SimulatedLearnerConfig(**{field: value})
+
+
+# --- acting ----------------------------------------------------------------------------------
+def test_act_shape_and_num_external_clipped_to_budget():
+    questions = make_questions(4)
+    learner = SimulatedLearner(SimulatedLearnerConfig(num_external=6), seed=0)
+    action = learner.act(observation(questions, L=5, budget=4))
+    assert len(action["completions"]) == 4
+    assert all(len(c) == 5 and all(isinstance(t, str) for t in c) for c in action["completions"])
+    assert action["num_external"] == 4
+
+
+def test_perfect_learner_scores_one_and_hopeless_one_scores_below():
+    questions = make_questions(6)
+    perfect = SimulatedLearnerConfig(start_tag_prob=0.999, start_jitter=0.0, logit_clip=20.0,
+                                     strategy_quality=(1.0, 1.0, 1.0, 1.0))
+    learner = SimulatedLearner(perfect, seed=1)
+    learner.format_logits[:] = [20.0, -20.0, -20.0]
+    action = learner.act(observation(questions))
+    for q, completions in zip(questions, action["completions"]):
+        assert score(q, completions).min() == 1.0, (q["task"], completions)
+    hopeless = SimulatedLearner(dataclasses.replace(perfect, strategy_quality=(0.0,) * 4), seed=1)
+    hopeless.format_logits[:] = [20.0, -20.0, -20.0]
+    action = hopeless.act(observation(questions))
+    for q, completions in zip(questions, action["completions"]):
+        # wrong answers may earn partial credit (propositional_logic), never full marks
+        assert score(q, completions).max() < 1.0, (q["task"], completions)
+
+
+@pytest.mark.parametrize("answer", ["9707", "3 3 2\n2 2 1", "Sunday", "(Q ∧ P)", "aba", "",
+                                    "$\\frac{197}{487}$"])
+@pytest.mark.parametrize("u", [0.0, 0.37, 0.999])
+def test_wrong_answer_differs(answer, u):
+    assert wrong_answer(answer, u) != answer
+
+
+def test_same_seed_same_completions_and_eval_calls_do_not_shift_training():
+    questions, later = make_questions(4), make_questions(4, start=10)
+    a, b = SimulatedLearner(seed=3), SimulatedLearner(seed=3)
+    assert a.act(observation(questions)) == b.act(observation(questions))
+    b.act(observation(make_questions(4, start=20)))  # an extra (held-out) call in round 0
+    assert a.act(observation(later, round_=1)) == b.act(observation(later, round_=1))
+    c = SimulatedLearner(seed=4)
+    assert c.act(observation(questions)) != a.act(observation(questions, round_=2))
+
+
+def test_swarm_nodes_start_different_and_overrides_apply():
+    swarm = simulated_swarm(3, seed=0, num_external=2, lr_jitter=0.5)
+    assert list(swarm) == ["node_0", "node_1", "node_2"]
+    assert all(s.config.num_external == 2 for s in swarm.values())
+    assert len({round(s.lr, 9) for s in swarm.values()}) == 3
+    assert len({tuple(s.format_logits.round(9)) for s in swarm.values()}) == 3
+
+
+# --- re-encoding -----------------------------------------------------------------------------
+def test_parse_recovers_every_format_and_strategy():
+    learner = SimulatedLearner(SimulatedLearnerConfig(known_strategies=STRATEGIES,
+                                                      explore=0.0), seed=0)
+    questions = make_questions(6)
+    seen = set()
+    for round_ in range(30):
+        action = learner.act(observation(questions, round_=round_))
+        for completions in action["completions"]:
+            for text in completions:
+                fmt, strategy = parse_completion(text)
+                assert fmt is not None and strategy is not None, text
+                assert text.startswith(f"Approach: {STRATEGIES[strategy]}.")
+                seen.add((fmt, strategy))
+    assert {f for f, _ in seen} == set(range(len(FORMATS)))
+    assert {s for _, s in seen} == set(range(len(STRATEGIES)))
+
+
+def test_parse_reads_the_format_of_text_no_sim_learner_wrote():
+    assert parse_completion("Let me think. 2+2=4 <answer>4</answer>") == (0, None)
+    assert parse_completion("Adding them up, the answer is 4.") == (1, None)
+    assert parse_completion("zzz qqq") == (None, None)
+    assert parse_completion("Approach: telepathy. Hmm\n<answer>4</answer>") == (0, None)
+
+
+# --- learning --------------------------------------------------------------------------------
+def test_learn_moves_towards_positive_advantage_and_empty_batch_is_none():
+    learner = SimulatedLearner(SimulatedLearnerConfig(lr=2.0), seed=0)
+    assert learner.learn(()) is None
+    tagged = "Approach: recall. I remember.\n<answer>4</answer>"
+    hedged = "Approach: guess. I go with my first impression.\nI think it is 5, but I am not sure."
+    group = {"task": "basic_arithmetic", "completions": (tagged, hedged) * 4,
+             "rewards": np.array([1, 0] * 4, np.float32),
+             "advantages": group_advantages(np.array([1, 0] * 4, np.float32))}
+    before_tag = learner.format_probs()[0]
+    before = learner.skill("basic_arithmetic").probs()
+    metrics = learner.learn([group])
+    after = learner.skill("basic_arithmetic").probs()
+    assert metrics["tag_prob"] > before_tag
+    assert after[STRATEGIES.index("recall")] > before[STRATEGIES.index("recall")]
+    assert after[STRATEGIES.index("guess")] < before[STRATEGIES.index("guess")]
+    assert metrics["readable_fraction"] == 1.0
+    assert set(metrics) >= {"loss", "tag_prob", "expected_quality", "known_strategies"}
+
+
+def test_reading_an_unknown_strategy_makes_it_known_and_learnable():
+    learner = SimulatedLearner(SimulatedLearnerConfig(explore=0.0), seed=0)
+    verify = STRATEGIES.index("verify")
+    assert not learner.skill("basic_arithmetic").known[verify]
+    text = "Approach: verify. I check.\n<answer>4</answer>"
+    wrong = "Approach: guess. Hmm.\n<answer>5</answer>"
+    rewards = np.array([1, 0] * 4, np.float32)
+    group = {"task": "basic_arithmetic", "completions": (text, wrong) * 4, "rewards": rewards,
+             "advantages": group_advantages(rewards), "local": False}
+    learner.learn([group])
+    skill = learner.skill("basic_arithmetic")
+    assert skill.known[verify] and skill.probs()[verify] > 0
+    # once known, the learner can produce it
+    questions = make_questions(1)
+    texts = [t for r in range(50) for t in learner.act(observation(questions, round_=r))[
+        "completions"][0]]
+    assert any(t.startswith("Approach: verify.") for t in texts)
+
+
+def test_reward_rises_in_isolation():
+    """Training only on its own groups (8/0), a learner's verifier score goes up."""
+    learner = SimulatedLearner(SimulatedLearnerConfig(lr=2.0, start_tag_prob=0.2), seed=5)
+    rewards = []
+    for round_ in range(60):
+        questions = make_questions(6, start=6 * round_)
+        action = learner.act(observation(questions, round_=round_))
+        groups = groups_of(questions, action, source="self", round_=round_)
+        rewards.append(float(np.mean([g["rewards"].mean() for g in groups])))
+        learner.learn(groups)
+    assert np.mean(rewards[-15:]) > np.mean(rewards[:15]) + 0.1
+
+
+# --- in the real env -------------------------------------------------------------------------
+def run_swarm(n, rounds, seed=0, config=None, **overrides):
+    import sapo_env
+
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds)
+    nodes = simulated_swarm(env.possible_agents, seed=seed, config=config, **overrides)
+    return sapo_env.run(env, nodes, seed=seed, progress=False), nodes
+
+
+def test_reward_rises_in_isolation_in_the_env():
+    history, _ = run_swarm(2, 60, num_external=0, lr=3.0)
+    curve = history.swarm_mean
+    assert curve[-15:].mean() > curve[:15].mean() + 0.1
+
+
+def test_skill_of_one_node_spreads_with_sharing_only():
+    """Only node_0 knows "verify" and nobody can invent it: the others learn it only by reading
+    node_0's shared text, so with J=0 they never use it."""
+    verify = STRATEGIES.index("verify")
+
+    def others_verify(num_external):
+        base = SimulatedLearnerConfig(explore=0.0, lr=3.0, start_tag_prob=0.5,
+                                      num_external=num_external)
+        pioneer = dataclasses.replace(base, known_strategies=STRATEGIES)
+        config = {"node_0": pioneer, "node_1": base, "node_2": base, "node_3": base}
+        history, nodes = run_swarm(4, 40, config=config)
+        known = [np.mean([s.known[verify] for s in nodes[a].skills.values()])
+                 for a in ("node_1", "node_2", "node_3")]
+        used = [np.mean([s.probs()[verify] for s in nodes[a].skills.values()])
+                for a in ("node_1", "node_2", "node_3")]
+        return np.array(known), np.array(used)
+
+    known, used = others_verify(0)
+    assert known.max() == 0.0 and used.max() == 0.0
+    known, used = others_verify(4)
+    assert known.min() > 0.5 and used.min() > 0.0
+
+
+def test_same_seed_same_history():
+    a, _ = run_swarm(3, 15, seed=11, num_external=2)
+    b, _ = run_swarm(3, 15, seed=11, num_external=2)
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    assert a.learn_metrics == b.learn_metrics
