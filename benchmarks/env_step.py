@@ -27,8 +27,8 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
+from benchmarks_md import write_section
 from reasoning_gym.utils import extract_answer
 
 import sapo_env
@@ -113,18 +113,6 @@ def report(results: list[dict], rounds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md, keeping the others."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = text.find(SECTION)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + ("" if end == -1 else text[end + 1:])
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=30, help="timed rounds per size")
@@ -140,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     section = report(results, args.rounds)
     print(section)
     if args.write:
-        write_section(Path(__file__).resolve().parents[1] / "BENCHMARKS.md", section)
+        write_section(section)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import datetime
 import os
 import platform
 import time
-from pathlib import Path
+
+from benchmarks_md import write_section
 
 import sapo_env
 from agents.simulated import SimulatedLearner, simulated_swarm
@@ -78,18 +79,6 @@ def report(r: dict[str, float]) -> str:
     ])
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md, keeping the others."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = text.find(SECTION)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + ("" if end == -1 else text[end + 1:])
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2000, help="rounds of the timed run")
@@ -98,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     section = report(measure(args.rounds))
     print(section)
     if args.write:
-        write_section(Path(__file__).resolve().parents[1] / "BENCHMARKS.md", section)
+        write_section(section)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,23 @@
+"""BENCHMARKS.md: each benchmark owns one ``## Heading`` section and replaces only that one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+
+
+def write_section(section: str, path: Path = BENCHMARKS_MD) -> None:
+    """Replace the section whose first line (``## Heading``) ``section`` starts with, or append
+    it; every other section is kept as it is."""
+    heading = section.split("\n", 1)[0]
+    if not heading.startswith("## "):
+        raise ValueError(f"a section starts with a '## ' heading, got {heading!r}")
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    start = text.find(heading + "\n")
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(heading))
+        text = text[:start] + section.rstrip("\n") + "\n" + ("" if end == -1 else text[end:])
+    path.write_text(text)
