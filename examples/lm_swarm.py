@@ -1,0 +1,162 @@
+"""A swarm of language-model nodes learning by sharing their rollouts as text.
+
+Default (offline, a laptop CPU, a few minutes): two SmolLM2-135M-Instruct nodes on one shared
+base (a LoRA swarm: one adapter and one optimizer each, one generate call for both) plus a
+DemonstratorAgent that always answers inside <answer> tags. Easy arithmetic (basic_arithmetic,
+2 terms of 1 digit), lenient answer extraction, B=4 questions, L=4 completions of at most 96
+tokens, a training set of I+J=4 groups with J=2 from the swarm. Every round prints each
+node's reward and the share of its completions that use the <answer> tag: the paper's "Aha"
+moment is that format spreading through shared text.
+
+The paper's setup on a GPU (the "auto" preset picks it when the device is cuda):
+
+    python examples/lm_swarm.py --model Qwen/Qwen2.5-0.5B-Instruct --n 8 --device cuda
+
+8 separately fully fine-tuned nodes, B=8, L=8, I+J=8 with J=4 (the paper's best 4/4), 256
+tokens, the nine reasoning-gym tasks, strict <answer> format, Adam at 1e-6, no KL, clip
+0.2/0.28, 2000 rounds, no demonstrator. Any flag overrides the preset, e.g. --lora to put
+the 8 nodes on one shared base.
+
+Run:  python examples/lm_swarm.py [--rounds 10] [--preset laptop|paper] [--help]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+import sapo_env
+from agents import DemonstratorAgent, GRPOAgent, GRPOConfig
+from agents.lora import lora_swarm
+from agents.models import resolve_device
+
+EASY_ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2,
+                                              "min_digits": 1, "max_digits": 1})]
+TAG = re.compile(r"<answer>.*?</answer>", re.DOTALL)
+
+# Values every flag falls back to; None in PRESETS["paper"] means the env's paper default.
+PRESETS: dict[str, dict] = {
+    "laptop": dict(model="smollm2-135m", n=2, demonstrators=1, rounds=10, questions=4,
+                   completions=4, train_budget=4, num_external=2, max_new_tokens=96,
+                   lr=5e-5, lora=True, easy=True),
+    "paper": dict(model="Qwen/Qwen2.5-0.5B-Instruct", n=8, demonstrators=0, rounds=2000,
+                  questions=8, completions=8, train_budget=8, num_external=4,
+                  max_new_tokens=256, lr=1e-6, lora=False, easy=False),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Unset flags take the preset's value: " + "; ".join(
+            f"{name}: " + ", ".join(f"{k}={v}" for k, v in values.items())
+            for name, values in PRESETS.items()),
+    )
+    add = parser.add_argument
+    add("--preset", choices=["auto", "laptop", "paper"], default="auto",
+        help="defaults to start from; auto: paper on cuda, laptop elsewhere")
+    add("--model", help="hub id, local path, or smollm2-135m (offline)")
+    add("--n", type=int, help="language-model nodes")
+    add("--demonstrators", type=int, help="scripted nodes that always answer right in tags")
+    add("--rounds", type=int, help="rounds to run")
+    add("--questions", type=int, help="B: questions per node and round")
+    add("--completions", type=int, help="L: completions per question")
+    add("--train-budget", type=int, help="I+J: groups in each training set")
+    add("--num-external", type=int, help="J: external groups per training set")
+    add("--max-new-tokens", type=int, help="longest completion, in tokens")
+    add("--lr", type=float, help="Adam learning rate")
+    add("--lora", action=argparse.BooleanOptionalAction, default=None,
+        help="LM nodes share one frozen base with a LoRA adapter each (--no-lora: full copies)")
+    add("--device", default="auto", help="auto (cuda, mps, cpu), cuda, mps or cpu")
+    add("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+        help="compute dtype; auto: bfloat16 on cuda, float32 elsewhere")
+    add("--seed", type=int, default=0, help="seed of the env and every node")
+    add("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    add("--save-dir", type=Path, help="save every LM node here at the end")
+    return parser
+
+
+def resolve_args(args: argparse.Namespace) -> dict:
+    preset = args.preset
+    if preset == "auto":
+        preset = "paper" if resolve_device(args.device).type == "cuda" else "laptop"
+    values = dict(PRESETS[preset], preset=preset)
+    for key in PRESETS["laptop"]:
+        given = getattr(args, key, None)
+        if given is not None:
+            values[key] = given
+    return values
+
+
+def tag_share(completions) -> float:
+    texts = [c for question in completions for c in question]
+    return sum(bool(TAG.search(t)) for t in texts) / max(len(texts), 1)
+
+
+class PrintRound(sapo_env.Callback):
+    """One line per round: each node's reward and <answer>-tag share, and the round time."""
+
+    def __init__(self, kinds: dict[str, str]):
+        self.kinds = kinds
+        self.start = time.perf_counter()
+
+    def on_round_end(self, record: sapo_env.RoundRecord) -> None:
+        cells = [f"{name} ({self.kinds[name]}) reward {reward:.3f} tags "
+                 f"{tag_share(record.actions[name]['completions']):.2f}"
+                 for name, reward in record.rewards.items()]
+        now = time.perf_counter()
+        print(f"round {record.round:4d} | " + " | ".join(cells) + f" | {now - self.start:.1f} s",
+              flush=True)
+        self.start = now
+
+
+def main(argv: list[str] | None = None) -> sapo_env.History:
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    v = resolve_args(args)
+    env_options = dict(tasks=EASY_ARITHMETIC, answer_format="lenient") if v["easy"] else {}
+    env = sapo_env.parallel_env(
+        n=v["n"] + v["demonstrators"], questions_per_round=v["questions"],
+        completions_per_question=v["completions"], train_budget=v["train_budget"],
+        max_rounds=v["rounds"], **env_options,
+    )
+    config = GRPOConfig(max_new_tokens=v["max_new_tokens"], learning_rate=v["lr"],
+                        use_lora=v["lora"], device=args.device, dtype=args.dtype)
+    streams = np.random.SeedSequence(args.seed).spawn(v["n"] + v["demonstrators"] + 1)
+    print(f"preset {v['preset']}: {v['n']} x {v['model']} ({'LoRA swarm' if v['lora'] else 'full'}"
+          f"), {v['demonstrators']} demonstrator(s), B={v['questions']} L={v['completions']} "
+          f"I+J={v['train_budget']} J={v['num_external']}, {v['rounds']} rounds", flush=True)
+    if v["lora"]:
+        lm_agents = lora_swarm(v["model"], v["n"], config, num_external=v["num_external"],
+                               seed=streams[-1])
+    else:
+        lm_agents = [GRPOAgent(v["model"], config=config, num_external=v["num_external"],
+                               seed=streams[i]) for i in range(v["n"])]
+    demonstrators = [
+        DemonstratorAgent(num_external=v["num_external"],
+                          seed=int(streams[v["n"] + k].generate_state(1)[0]))
+        for k in range(v["demonstrators"])
+    ]
+    agents = lm_agents + demonstrators  # LM nodes are node_0 .. node_{n-1}, as lora_swarm binds
+    kinds = {name: ("LM" if i < v["n"] else "demo") for i, name in enumerate(env.possible_agents)}
+    history = sapo_env.run(env, agents, seed=args.seed, callbacks=[PrintRound(kinds)],
+                           progress=False)
+    print("cumulative reward per node:",
+          {name: round(float(np.nansum(history.node_rewards(name))), 3)
+           for name in history.agents})
+    if args.save_dir is not None:
+        for name, agent in zip(env.possible_agents, lm_agents):
+            agent.save(args.save_dir / name)
+        print(f"saved {len(lm_agents)} nodes under {args.save_dir}")
+    return history
+
+
+if __name__ == "__main__":
+    main()
