@@ -20,14 +20,8 @@ from agents.models import load_model, resolve_device, resolve_dtype  # noqa: E40
 SYSTEM = "Answer in <answer> tags."
 QUESTIONS = ("What is 1 + 2?", "Calculate 14 * 2.")
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run ~30x faster on one thread when the 2 cores are shared (OpenMP threads
-    spin waiting for each other); restored afterwards for the rest of the session."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# tiny models on a shared 2-core machine: see one_torch_thread in conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 FAST = GRPOConfig(max_new_tokens=12, learning_rate=1e-2, device="cpu")

@@ -10,15 +10,8 @@ torch = pytest.importorskip("torch")
 
 from agents.loss import grpo_loss, token_logprobs  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run ~30x faster on one thread when the 2 cores are shared (OpenMP threads
-    spin waiting for each other); restored afterwards for the rest of the session."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# tiny models on a shared 2-core machine: see one_torch_thread in conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # Two completions, three token slots; the second has one padding slot holding garbage.

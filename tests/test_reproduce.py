@@ -93,12 +93,9 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypat
 
 def test_grpo_learner_runs_with_a_tiny_local_model(tmp_path, request):
     """The language-model path of the sweep, with a 2-layer model saved to disk (offline)."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    # tiny models run much faster on one thread when the 2 cores are shared (see test_grpo_agent)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    request.addfinalizer(lambda: torch.set_num_threads(previous))
+    request.getfixturevalue("one_torch_thread")  # see conftest.py
     from tiny_lm import char_tokenizer, tiny_llama  # tests/ is on sys.path (rootdir conftest)
 
     tokenizer = char_tokenizer()
