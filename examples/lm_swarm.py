@@ -23,7 +23,6 @@ Run:  python examples/lm_swarm.py [--rounds 10] [--preset laptop|paper] [--help]
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 
@@ -33,10 +32,10 @@ import sapo_env
 from agents import DemonstratorAgent, GRPOAgent, GRPOConfig
 from agents.lora import lora_swarm
 from agents.models import resolve_device
+from sapo_env.answers import extract_tag
 
 EASY_ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2,
                                               "min_digits": 1, "max_digits": 1})]
-TAG = re.compile(r"<answer>.*?</answer>", re.DOTALL)
 
 # Values every flag falls back to; None in PRESETS["paper"] means the env's paper default.
 PRESETS: dict[str, dict] = {
@@ -94,7 +93,7 @@ def resolve_args(args: argparse.Namespace) -> dict:
 
 def tag_share(completions) -> float:
     texts = [c for question in completions for c in question]
-    return sum(bool(TAG.search(t)) for t in texts) / max(len(texts), 1)
+    return sum(extract_tag(t) is not None for t in texts) / max(len(texts), 1)
 
 
 class PrintRound(sapo_env.Callback):

@@ -31,7 +31,7 @@ import numpy as np
 from sapo_env.answers import get_extractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
 from sapo_env.runner import Callback, History, RoundRecord
-from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream
+from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, score_completions
 
 PAPER_WINDOW = 100
 """The paper's moving-average window, in rounds."""
@@ -286,8 +286,7 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
         }
         action = agent.act(observation)
         for drawn, completions in zip(chunk, action["completions"]):
-            answers = [extract(c) for c in tuple(completions)[:samples]]
-            scores.extend(drawn.score(answers).tolist())
+            scores.extend(score_completions(drawn, tuple(completions)[:samples], extract).tolist())
     return float(np.mean(scores))
 
 
