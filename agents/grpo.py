@@ -65,11 +65,16 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from jinja2 import TemplateError
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from agents.generation import (
+    base_model,
+    chat_prompt_ids,
+    eos_token_ids,
+    generate_completion_ids,
+)
 from agents.loss import NORMALIZATIONS, LossNormalization, grpo_loss, token_logprobs
-from agents.models import load_model, resolve_device, resolve_dtype
+from agents.models import autocast, load_model, resolve_device, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +134,12 @@ class GRPOConfig:
     micro_batch_size: int = 8
     """Sequences per forward/backward pass in ``learn``; gradients accumulate over the batch,
     so this bounds memory without changing the update."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass: less memory, ~30% more time."""
+    gradient_checkpointing: bool = True
+    """Recompute each layer's activations in the backward pass instead of keeping them: on
+    SmolLM2 on a CPU the activations of one micro-batch of 8 outweighed a LoRA node's whole
+    state, and checkpointing cut a 4-node LoRA swarm's peak memory by 42% for ~30% more
+    ``learn`` time (BENCHMARKS.md). On by default, as in TRL's ``GRPOConfig``; turn it off
+    when memory is plentiful and ``learn`` time matters."""
 
     # --- LoRA ---
     use_lora: bool = False
@@ -261,121 +270,6 @@ def _set_accelerator_state(kind: str, device: torch.device, state: torch.Tensor)
         torch.mps.set_rng_state(state)
 
 
-# --------------------------------------------------------------------------- prompts & generation
-
-
-def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, system: str, question: str) -> list[int]:
-    """Token ids of the generation prompt: system turn, user turn, assistant header."""
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": question}
-    ]
-    if tokenizer.chat_template is None:
-        # Base models ship no template; a plain layout keeps them usable.
-        text = (f"{system}\n\n" if system else "") + f"{question}\n"
-    else:
-        try:
-            text = tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-        except TemplateError as error:  # some templates (Gemma's) reject a system turn
-            if not system or "system" not in str(error).lower():
-                raise
-            merged = [{"role": "user", "content": f"{system}\n\n{question}"}]
-            text = tokenizer.apply_chat_template(merged, tokenize=False, add_generation_prompt=True)
-    # The template already holds every special token it wants; adding BOS again would not
-    # match what the model saw in training.
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-def eos_token_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Every id that ends a completion: the tokenizer's EOS first, then the model's."""
-    ids: list[int] = []
-    if tokenizer.eos_token_id is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for value in [configured] if isinstance(configured, int) else (configured or []):
-        if int(value) not in ids:
-            ids.append(int(value))
-    if not ids:
-        raise ValueError("the tokenizer has no eos_token and the model config no eos_token_id")
-    return ids
-
-
-def _generation_config(config: GRPOConfig, pad_id: int, eos_ids: list[int]) -> GenerationConfig:
-    # Every sampling knob is set explicitly: transformers fills unset ones from the model's
-    # generation_config.json (Qwen2.5 ships temperature 0.7, top_k 20, repetition_penalty
-    # 1.05), which would silently change the policy being trained.
-    return GenerationConfig(
-        do_sample=True, temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
-        min_p=None, typical_p=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
-        max_new_tokens=config.max_new_tokens, min_new_tokens=0, num_beams=1,
-        num_return_sequences=1, pad_token_id=pad_id, eos_token_id=eos_ids,
-    )
-
-
-def _base_model(model: torch.nn.Module) -> torch.nn.Module:
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
-
-
-def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
-    """Mixed precision in ``dtype`` unless it is float32 (then a no-op)."""
-    if dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def generate_completion_ids(
-    model: torch.nn.Module,
-    prompts: Sequence[Sequence[int]],
-    *,
-    config: GRPOConfig,
-    pad_id: int,
-    eos_ids: list[int],
-    device: torch.device,
-    dtype: torch.dtype,
-    rng: TorchRNG,
-    adapter_names: Sequence[str] | None = None,
-) -> list[list[int]]:
-    """Sample one completion per prompt; returns the new tokens up to (not including) EOS.
-
-    ``adapter_names`` (peft models): the adapter of each row, so one call serves many LoRA
-    agents that share a base.
-    """
-    generation_config = _generation_config(config, pad_id, eos_ids)
-    extra: dict[str, Any] = {}
-    # transformers 4.50-4.5x replaced values equal to the global defaults (temperature 1.0)
-    # with the model's own unless told not to; later versions only fill unset values.
-    if "use_model_defaults" in inspect.signature(_base_model(model).generate).parameters:
-        extra["use_model_defaults"] = False
-    step = config.generation_batch_size or max(len(prompts), 1)
-    eos = torch.tensor(eos_ids, device=device)
-    results: list[list[int]] = []
-    model.eval()
-    with rng.scope(), torch.no_grad(), autocast(device, dtype):
-        for start in range(0, len(prompts), step):
-            chunk = prompts[start : start + step]
-            width = max(len(p) for p in chunk)
-            # Left padding: every row's next token is in the last column.
-            input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-            attention = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, ids in enumerate(chunk):
-                input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-                attention[row, width - len(ids) :] = 1
-            if adapter_names is not None:
-                extra["adapter_names"] = list(adapter_names[start : start + step])
-            output = model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                generation_config=generation_config, **extra,
-            )
-            new = output[:, width:]
-            ended = torch.isin(new, eos)
-            # Length up to the first EOS (or everything when generation hit max_new_tokens).
-            lengths = torch.where(ended.any(dim=1), ended.int().argmax(dim=1), new.shape[1])
-            results.extend(row[:n].tolist() for row, n in zip(new.cpu(), lengths.cpu().tolist()))
-    return results
-
-
 # --------------------------------------------------------------------------- the agent
 
 # Base models owned by an agent: a second agent training the same object in place would
@@ -471,10 +365,10 @@ class GRPOAgent:
             with self.rng.scope():  # adapter init draws random numbers
                 model = _attach_adapter(model, adapter_name, config)
         self.model = model
-        self.eos_ids = eos_token_ids(_base_model(model), tokenizer)
+        self.eos_ids = eos_token_ids(base_model(model), tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
-        base = _base_model(model)
+        base = base_model(model)
         if config.gradient_checkpointing:
             base.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}

@@ -43,14 +43,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.grpo import (
-    GRPOAgent,
-    GRPOConfig,
-    RatioPolicy,
-    TorchRNG,
-    claim_model,
-    generate_completion_ids,
-)
+from agents.generation import generate_completion_ids
+from agents.grpo import GRPOAgent, GRPOConfig, RatioPolicy, TorchRNG, claim_model
 from agents.models import load_model, resolve_device, resolve_dtype
 
 

@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -166,3 +167,10 @@ def load_model(
     if not isinstance(tokenizer, PreTrainedTokenizerBase):
         tokenizer = load_tokenizer(tokenizer)
     return model, tokenizer
+
+
+def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
+    """Mixed precision in ``dtype`` unless it is float32 (then a no-op)."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)

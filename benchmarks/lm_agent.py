@@ -1,17 +1,20 @@
 """Benchmark: the GRPO language-model agent at SmolLM2-135M size (not a test).
 
 Run by hand:  python benchmarks/lm_agent.py [--tokens 64] [--only act,learn,memory,joint]
-              [--threads N] [--no-write]
+              [--joint-rows 8,16] [--threads N] [--repeats 2] [--no-write]
 
 Measures, on the offline "smollm2-135m" model:
 - act: ``GRPOAgent.act`` (chat template, tokenization, generation, decoding) against a bare
   ``model.generate`` on the same prompt tensors, with the same sampling settings and the same
-  random state, so both produce the same tokens and do the same work (goal >= 0.95x);
-- learn: completion tokens trained per second, full fine-tuning and LoRA (64 completions);
+  random state, so both sample the same tokens (goal >= 0.95x: no overhead of ours);
+- learn: completion tokens trained per second, full fine-tuning and LoRA (64 completions),
+  and what gradient checkpointing (on by default) costs;
 - memory: peak RSS of a process holding 4 LoRA nodes against one holding 4 full nodes, each
-  after one act and one learn per node (Adam state allocated) (goal <= 0.4x);
-- joint: a 4-node LoRA swarm producing every node's completions in one batched generate call
-  with per-row adapters, against node by node (goal >= 1.5x sequence-steps/s).
+  after one act and one learn per node (Adam state allocated) (goal <= 0.4x), with and
+  without gradient checkpointing;
+- joint: the wall time of a 4-node LoRA swarm's acting for one round, sampling to EOS as in a
+  real run: one generate call with a per-row adapter against each node's own act
+  (goal >= 1.5x).
 
 Results replace the "## LM agent" section of BENCHMARKS.md (other sections are left alone),
 with the machine, the date and the load average (other processes on a shared machine distort
@@ -123,11 +126,15 @@ def learn_batch(agent: GRPOAgent, obs: dict, rng: np.random.Generator) -> tuple:
 
 
 def bench_learn(tokens: int) -> dict:
+    """Completion tokens trained per second: full fine-tuning and LoRA with the defaults
+    (gradient checkpointing on), and LoRA without checkpointing to show what it costs."""
     obs = observations(1, 8, 8)["node_0"]
     results = {}
-    for name, use_lora in (("full", False), ("lora", True)):
-        agent = GRPOAgent(MODEL, config=GRPOConfig(max_new_tokens=tokens, use_lora=use_lora,
-                                                   learning_rate=1e-6, device="cpu"))
+    for name, use_lora, checkpointing in (("full", False, True), ("lora", True, True),
+                                          ("lora_no_checkpointing", True, False)):
+        config = GRPOConfig(max_new_tokens=tokens, use_lora=use_lora, learning_rate=1e-6,
+                            device="cpu", gradient_checkpointing=checkpointing)
+        agent = GRPOAgent(MODEL, config=config)
         batch = learn_batch(agent, obs, np.random.default_rng(0))
         agent.learn(batch)  # warm-up: Adam state allocation, first-call overheads
         metrics = agent.learn(batch)
@@ -166,54 +173,56 @@ def memory_child(kind: str, tokens: int, checkpointing: bool) -> dict:
 
 
 def bench_memory(tokens: int, threads: int | None) -> dict:
-    """Peak RSS of 4 full vs 4 LoRA nodes, without and with gradient checkpointing: at 135M
-    parameters the activations of one micro-batch rival the model state, and checkpointing
-    is how a memory-bound run would be configured."""
+    """Peak RSS of 4 full vs 4 LoRA nodes, with the defaults (gradient checkpointing on) and
+    without checkpointing: at 135M parameters the activations of one micro-batch rival the
+    model state, and checkpointing decides how much of the peak LoRA can save."""
     results = {}
-    for checkpointing in (False, True):
+    for checkpointing in (True, False):
         row = {}
         for kind in ("full", "lora"):
             command = [sys.executable, __file__, "--memory-child", kind, "--tokens", str(tokens)]
             command += ["--threads", str(threads)] if threads else []
-            command += ["--checkpointing"] if checkpointing else []
+            command += [] if checkpointing else ["--no-checkpointing"]
             out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
             row[kind] = json.loads(out.strip().splitlines()[-1])
         row["ratio"] = row["lora"]["peak_rss_mb"] / row["full"]["peak_rss_mb"]
-        results["checkpointing" if checkpointing else "default"] = row
+        results["default" if checkpointing else "no_checkpointing"] = row
     return results
 
 
-def bench_joint(tokens: int, repeats: int) -> dict:
-    """4 LoRA nodes x (B=2, L=8): one call of 64 rows against four calls of 16."""
+def bench_joint(tokens: int, repeats: int, rows_per_node: int) -> dict:
+    """A 4-node LoRA swarm acting for one round (real sampling, to EOS): one joint call with a
+    per-row adapter against each node's own act. B=1 question x L rows per node."""
     agents = lora_swarm(MODEL, 4, GRPOConfig(max_new_tokens=tokens, device="cpu"),
                         num_external=1)
-    obs = observations(4, 2, 8)
+    obs = observations(4, max(rows_per_node // 8, 1), min(rows_per_node, 8))
     actor = agents[0].joint_actor
-    joint_rate, alone_rate = [], []
-    for _ in range(repeats):
+    joint_times, alone_times, joint_tokens, alone_tokens = [], [], [], []
+    for _ in range(repeats):  # interleaved, so background load hits both alike
         start = time.perf_counter()
         actions = actor.act_jointly(obs)
-        elapsed = time.perf_counter() - start
-        joint_rate.append(_seq_steps(agents, actions, joint=True) / elapsed)
-        seq_steps, elapsed = 0.0, 0.0
+        joint_times.append(time.perf_counter() - start)
+        joint_tokens.append(_completion_tokens(agents[0], actions))
+        elapsed, alone = 0.0, {}
         for name, agent in zip(sorted(obs), agents):
             start = time.perf_counter()
-            action = agent.act(obs[name])
+            alone[name] = agent.act(obs[name])
             elapsed += time.perf_counter() - start
-            seq_steps += _seq_steps([agent], {name: action}, joint=False)
-        alone_rate.append(seq_steps / elapsed)
-    joint, alone = max(joint_rate), max(alone_rate)
-    return {"joint_seq_steps_per_s": joint, "alone_seq_steps_per_s": alone,
-            "speedup": joint / alone}
+        alone_times.append(elapsed)
+        alone_tokens.append(_completion_tokens(agents[0], alone))
+    joint_s, alone_s = min(joint_times), min(alone_times)
+    return {"rows_per_node": rows_per_node, "joint_s": joint_s, "alone_s": alone_s,
+            "speedup": alone_s / joint_s,
+            "joint_tokens_per_s": float(np.mean(joint_tokens)) / joint_s,
+            "alone_tokens_per_s": float(np.mean(alone_tokens)) / alone_s,
+            "mean_completion_tokens": float(np.mean(joint_tokens + alone_tokens))
+            / (4 * rows_per_node)}
 
 
-def _seq_steps(agents, actions: dict, joint: bool) -> float:
-    """Rows x decoding steps of one generate call (a call runs until its longest row ends)."""
-    tokenizer = agents[0].tokenizer
-    lengths = [min(len(tokenizer(t, add_special_tokens=False)["input_ids"]) + 1,
-                   agents[0].config.max_new_tokens)
-               for a in actions.values() for q in a["completions"] for t in q]
-    return len(lengths) * max(lengths)
+def _completion_tokens(agent: GRPOAgent, actions: dict) -> int:
+    """Tokens sampled (EOS included), as the completions re-encode."""
+    return sum(len(agent.tokenizer(t, add_special_tokens=False)["input_ids"]) + 1
+               for action in actions.values() for q in action["completions"] for t in q)
 
 
 def machine() -> str:
@@ -238,39 +247,39 @@ def report(results: dict, args: argparse.Namespace, load: tuple) -> str:
              f"other processes shared the CPU and timings are pessimistic).", ""]
     if "act" in results:
         r = results["act"]
-        lines += [f"- act vs bare `model.generate`, {r['sequences']} sequences x {r['steps']} "
-                  f"steps, same random state: act {r['act_s']:.2f} s, bare {r['bare_s']:.2f} s, "
-                  f"ratio **{r['ratio']:.2f}x** (goal >= 0.95x; identical outputs: "
-                  f"{r['identical_outputs']}); {r['act_seq_steps_per_s']:.0f} sequence-steps/s."]
+        lines += [f"- act vs bare `model.generate`, {r['sequences']} sequences (8 prompts x 8) x "
+                  f"{r['steps']} steps, same random state: act {r['act_s']:.2f} s, bare "
+                  f"{r['bare_s']:.2f} s, ratio **{r['ratio']:.2f}x** (goal >= 0.95x; same "
+                  f"tokens: {r['identical_outputs']}); act encodes each distinct prompt once "
+                  f"and copies its cache to the prompt's rows, bare generate encodes all 64."]
     if "learn" in results:
         r = results["learn"]
-        lines += [f"- learn, 64 completions (8 groups x 8): full fine-tuning "
-                  f"**{r['full']['tokens_per_s']:.0f} completion tokens/s** "
-                  f"({r['full']['tokens']:.0f} tokens in {r['full']['seconds']:.1f} s; "
-                  f"{r['full']['all_tokens_per_s']:.0f} tokens/s counting the prompts), "
-                  f"LoRA (r=16, all linear layers) **{r['lora']['tokens_per_s']:.0f} completion "
-                  f"tokens/s** ({r['lora']['seconds']:.1f} s; "
-                  f"{r['lora']['all_tokens_per_s']:.0f} with prompts)."]
+        full, lora, plain = r["full"], r["lora"], r["lora_no_checkpointing"]
+        lines += [f"- learn, 64 completions (8 groups x 8), defaults (gradient checkpointing "
+                  f"on): full fine-tuning **{full['tokens_per_s']:.0f} completion tokens/s** "
+                  f"({full['tokens']:.0f} tokens in {full['seconds']:.1f} s; "
+                  f"{full['all_tokens_per_s']:.0f} tokens/s counting the prompts), LoRA (r=16, "
+                  f"all linear layers) **{lora['tokens_per_s']:.0f} completion tokens/s** "
+                  f"({lora['seconds']:.1f} s); LoRA without checkpointing "
+                  f"{plain['tokens_per_s']:.0f} tokens/s ({plain['seconds']:.1f} s): "
+                  f"checkpointing costs {lora['seconds'] / plain['seconds'] - 1:.0%} time."]
     if "memory" in results:
-        d, c = results["memory"]["default"], results["memory"]["checkpointing"]
+        d, n = results["memory"]["default"], results["memory"]["no_checkpointing"]
         lines += [f"- peak RSS, 4 nodes after one act + learn each (goal <= 0.4x): LoRA swarm "
                   f"{d['lora']['peak_rss_mb']:.0f} MB vs 4 full nodes "
-                  f"{d['full']['peak_rss_mb']:.0f} MB: **{d['ratio']:.2f}x** by default; with "
-                  f"gradient_checkpointing on both {c['lora']['peak_rss_mb']:.0f} vs "
-                  f"{c['full']['peak_rss_mb']:.0f} MB: **{c['ratio']:.2f}x**. At 135M parameters "
-                  f"the activations of one micro-batch of 8 sequences (~3 GB on CPU) rival the "
-                  f"model state (2.2 GB per full node: weights, Adam moments, gradients), and "
-                  f"LoRA saves only the state. (Interpreter with torch and transformers alone: "
+                  f"{d['full']['peak_rss_mb']:.0f} MB: **{d['ratio']:.2f}x** with the defaults; "
+                  f"without gradient checkpointing on both {n['lora']['peak_rss_mb']:.0f} vs "
+                  f"{n['full']['peak_rss_mb']:.0f} MB: {n['ratio']:.2f}x. At 135M parameters the "
+                  f"activations of one micro-batch of 8 sequences rival the model state (2.2 GB "
+                  f"per full node: weights, Adam moments, gradients), and LoRA saves only the "
+                  f"state. (Interpreter with torch and transformers alone: "
                   f"{d['full']['import_rss_mb']:.0f} MB.)"]
-    if "joint" in results:
-        r = results["joint"]
-        lines += [f"- 4-node LoRA swarm, 16 sequences per node: one joint generate call "
-                  f"{r['joint_seq_steps_per_s']:.0f} vs node by node "
-                  f"{r['alone_seq_steps_per_s']:.0f} sequence-steps/s: **{r['speedup']:.2f}x** "
-                  f"(goal >= 1.5x). On a CPU the matrix work of ~16 sequences already keeps a "
-                  f"core busy, so batching across nodes saves only the per-step overhead (and "
-                  f"peft adds the per-row adapter bookkeeping); the call pays off where "
-                  f"generation is latency-bound, on GPUs."]
+    for r in results.get("joint", []):
+        lines += [f"- 4-node LoRA swarm acting for a round, {r['rows_per_node']} completions "
+                  f"per node sampled to EOS (mean {r['mean_completion_tokens']:.0f} tokens): one "
+                  f"joint call {r['joint_s']:.2f} s vs node by node {r['alone_s']:.2f} s: "
+                  f"**{r['speedup']:.2f}x** (goal >= 1.5x); {r['joint_tokens_per_s']:.0f} vs "
+                  f"{r['alone_tokens_per_s']:.0f} completion tokens/s."]
     return "\n".join(lines) + "\n"
 
 
@@ -283,12 +292,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument("--no-write", action="store_true", help="print, do not edit BENCHMARKS.md")
     parser.add_argument("--memory-child", choices=["full", "lora"], help=argparse.SUPPRESS)
-    parser.add_argument("--checkpointing", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-checkpointing", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--joint-rows", default="8,16",
+                        help="rows per node of the joint benchmark, comma-separated")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.memory_child:
-        print(json.dumps(memory_child(args.memory_child, args.tokens, args.checkpointing)))
+        print(json.dumps(memory_child(args.memory_child, args.tokens,
+                                        not args.no_checkpointing)))
         return
     load = os.getloadavg()
     results: dict = {}
@@ -303,7 +315,8 @@ def main(argv: list[str] | None = None) -> None:
         results["memory"] = bench_memory(args.tokens, args.threads)
         print("memory", results["memory"], flush=True)
     if "joint" in parts:
-        results["joint"] = bench_joint(args.tokens, args.repeats)
+        results["joint"] = [bench_joint(args.tokens, args.repeats, int(rows))
+                            for rows in args.joint_rows.split(",")]
         print("joint", results["joint"], flush=True)
     text = report(results, args, load)
     print(text)

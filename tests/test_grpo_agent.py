@@ -13,7 +13,8 @@ pytest.importorskip("peft")
 
 from tiny_lm import bpe_tokenizer, char_tokenizer, tiny_llama  # noqa: E402
 
-from agents.grpo import GRPOAgent, GRPOConfig, generate_completion_ids  # noqa: E402
+from agents.generation import generate_completion_ids  # noqa: E402
+from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.lora import lora_swarm  # noqa: E402
 from agents.models import load_model, resolve_device, resolve_dtype  # noqa: E402
 
