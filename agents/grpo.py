@@ -137,7 +137,7 @@ class GRPOConfig:
     gradient_checkpointing: bool = True
     """Recompute each layer's activations in the backward pass instead of keeping them: on
     SmolLM2 on a CPU the activations of one micro-batch of 8 outweighed a LoRA node's whole
-    state, and checkpointing cut a 4-node LoRA swarm's peak memory by 42% for ~30% more
+    state, and checkpointing cut a 4-node LoRA swarm's peak memory by 40% for 37% more
     ``learn`` time (BENCHMARKS.md). On by default, as in TRL's ``GRPOConfig``; turn it off
     when memory is plentiful and ``learn`` time matters."""
 
@@ -416,6 +416,18 @@ class GRPOAgent:
             device=self.device, dtype=self.dtype, rng=self.rng,
         )
         return self.build_action(observation, ids)
+
+    @contextlib.contextmanager
+    def evaluation_scope(self) -> Iterator[None]:
+        """Inside, ``act`` leaves no trace: the random state and the last system prompt are put
+        back afterwards, so evaluating in the middle of a run (``sapo_env.metrics``' held-out
+        evaluation enters this scope) does not change the run."""
+        rng, system_prompt = self.rng.state_dict(), self.system_prompt
+        try:
+            yield
+        finally:
+            self.rng.load_state_dict(rng)
+            self.system_prompt = system_prompt
 
     def build_prompts(self, observation: Mapping[str, Any]) -> list[list[int]]:
         """The rows to generate: each question's prompt, L times, in question order."""

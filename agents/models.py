@@ -90,7 +90,10 @@ def cache_dir() -> Path:
 
 def smollm2_path(cache: Path | None = None) -> Path:
     """Directory of SmolLM2-135M-Instruct as safetensors, converting the packaged GGUF once."""
-    target = (cache or cache_dir()) / _SMOLLM2_DIRNAME
+    # One copy per transformers major version: a tokenizer saved by transformers 5 names a
+    # class that 4.x cannot load.
+    major = Version(transformers.__version__).major
+    target = (cache or cache_dir()) / f"{_SMOLLM2_DIRNAME}-transformers{major}"
     if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
         return target
     # find_spec, not import: importing the package imports the `llm` CLI it is a plugin for,
@@ -113,6 +116,10 @@ def smollm2_path(cache: Path | None = None) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.is_quantized = False
+    # transformers 4.x reads the GGUF's special tokens as eos = <|im_start|> and no pad; the
+    # model config has them right (<|im_end|> ends a turn, as in SmolLM2's published files).
+    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(model.config.eos_token_id)
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(model.config.pad_token_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write to a temporary sibling and rename, so concurrent first uses never see half a model.
     tmp = Path(tempfile.mkdtemp(prefix=_SMOLLM2_DIRNAME + ".", dir=target.parent))

@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -273,6 +274,10 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
     at a time, asked for ``samples`` completions per question; observations carry an empty
     pool and batch, and its ``num_external`` is ignored. With ``samples > 1`` the score is the
     mean over samples (an unbiased estimate of pass@1).
+
+    An agent whose ``act`` draws from its own random state can define ``evaluation_scope()``,
+    a context manager that puts that state back on exit (``GRPOAgent`` does); evaluation runs
+    inside it, so evaluating mid-run does not change the training run.
     """
     extract = get_extractor(config.answer_format)
     scores = []
@@ -284,10 +289,16 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
             "completions_per_question": samples, "train_budget": config.train_budget,
             "questions": tuple(d.question for d in chunk), "pool": (), "batch": (),
         }
-        action = agent.act(observation)
+        with _evaluation_scope(agent):
+            action = agent.act(observation)
         for drawn, completions in zip(chunk, action["completions"]):
             scores.extend(score_completions(drawn, tuple(completions)[:samples], extract).tolist())
     return float(np.mean(scores))
+
+
+def _evaluation_scope(agent: Any) -> contextlib.AbstractContextManager:
+    scope = getattr(agent, "evaluation_scope", None)
+    return scope() if callable(scope) else contextlib.nullcontext()
 
 
 @dataclass
@@ -310,7 +321,8 @@ class HeldOutEvaluator(Callback):
     Use as a ``sapo_env.run`` callback; read ``result`` afterwards. Each evaluation is one
     ``act`` call per ``questions_per_round`` questions per node, made with the round just
     played, so an agent that keys its randomness on the round (the simulated learner) keeps
-    the same training trajectory with or without evaluation.
+    the same training trajectory with or without evaluation; an agent with its own random
+    state (``GRPOAgent``) keeps it through ``evaluation_scope`` (see :func:`evaluate`).
     """
 
     def __init__(self, every: int = 100, n_questions: int = 64, seed: int = 0,

@@ -405,6 +405,34 @@ def test_three_tiny_nodes_run_two_rounds_in_the_env(tok):
             assert {"loss", "clip_fraction", "tokens", "seconds"} <= set(metrics)
 
 
+def test_held_out_evaluation_does_not_change_the_training_run(tok):
+    import sapo_env
+    from sapo_env.metrics import HeldOutEvaluator
+    from sapo_env.runner import Callback
+
+    class Completions(Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_round_end(self, record):
+            self.seen.append({n: a["completions"] for n, a in record.actions.items()})
+
+    def training_completions(evaluate):
+        env = sapo_env.parallel_env(n=2, questions_per_round=2, completions_per_question=2,
+                                    train_budget=2, max_rounds=3, answer_format="lenient")
+        config = GRPOConfig(max_new_tokens=6, learning_rate=1e-2, device="cpu")
+        agents = [agent_with(tok, config, seed=s, num_external=1) for s in range(2)]
+        watch = Completions()
+        callbacks = [watch] + ([HeldOutEvaluator(every=1, n_questions=2)] if evaluate else [])
+        sapo_env.run(env, agents, seed=0, progress=False, callbacks=callbacks)
+        return watch.seen, callbacks[-1]
+
+    plain, _ = training_completions(False)
+    evaluated, evaluator = training_completions(True)
+    assert len(evaluator.result.rounds) == 3  # the evaluations did sample
+    assert evaluated == plain
+
+
 # ------------------------------------------------------------------ example and offline model
 
 
