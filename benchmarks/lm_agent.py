@@ -44,6 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from benchmarks_md import write_section  # noqa: E402
 
 import sapo_env  # noqa: E402
+from agents.generation import left_padded  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.lora import lora_swarm  # noqa: E402
 
@@ -59,16 +60,6 @@ def observations(n: int, questions: int, completions: int, seed: int = 0) -> dic
                                 tasks=EASY, answer_format="lenient")
     obs, _ = env.reset(seed=seed)
     return obs
-
-
-def left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(map(len, prompts))
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
-    return ids, mask
 
 
 def bench_act(tokens: int, repeats: int) -> dict:
