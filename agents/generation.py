@@ -159,11 +159,14 @@ def shared_prompt_cache(
     no prompt repeats or the model's cache cannot be copied row-wise."""
     keys = [(tuple(p), None if adapter_names is None else adapter_names[i])
             for i, p in enumerate(prompts)]
-    distinct: dict[tuple, int] = {}
-    row_of = [distinct.setdefault(key, len(distinct)) for key in keys]
-    if len(distinct) == len(keys) or input_ids.shape[1] < 2:
+    first_row: dict[tuple, int] = {}  # distinct key -> its first row, in order of appearance
+    for row, key in enumerate(keys):
+        first_row.setdefault(key, row)
+    if len(first_row) == len(keys) or input_ids.shape[1] < 2:
         return {}
-    firsts = torch.tensor([keys.index(key) for key in distinct], device=input_ids.device)
+    slot = {key: k for k, key in enumerate(first_row)}
+    row_of = [slot[key] for key in keys]  # each row's distinct prompt
+    firsts = torch.tensor(list(first_row.values()), device=input_ids.device)
     mask = attention[firsts, :-1]
     # The positions generate gives a left-padded row: real tokens count from 0.
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)

@@ -370,9 +370,14 @@ class GRPOAgent:
         self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
         base = base_model(model)
         if config.gradient_checkpointing:
-            base.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
+            # transformers 5.2x renamed it (the old name warns); 4.x has only the old one.
+            enable = getattr(base, "activation_checkpointing_enable", None)
+            if enable is not None:
+                enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                base.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False}
+                )
         self._logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
 
         if adapter_name is None:
