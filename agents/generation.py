@@ -76,6 +76,11 @@ def base_model(model: torch.nn.Module) -> torch.nn.Module:
     return get_base() if callable(get_base) else model
 
 
+def forward_accepts(model: torch.nn.Module, name: str) -> bool:
+    """Whether the (base) model's ``forward`` takes argument ``name`` (they vary by version)."""
+    return name in inspect.signature(base_model(model).forward).parameters
+
+
 def sampling_config(config: GRPOConfig, pad_id: int, eos_ids: list[int]) -> GenerationConfig:
     # Every sampling knob is set explicitly: transformers fills unset ones from the model's
     # generation_config.json (Qwen2.5 ships temperature 0.7, top_k 20, repetition_penalty
@@ -170,16 +175,15 @@ def shared_prompt_cache(
     mask = attention[firsts, :-1]
     # The positions generate gives a left-padded row: real tokens count from 0.
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    base = base_model(model)
     names = None if adapter_names is None else [adapter_names[i] for i in firsts.tolist()]
     kwargs: dict[str, Any] = {"use_cache": True}
-    if "logits_to_keep" in inspect.signature(base.forward).parameters:
+    if forward_accepts(model, "logits_to_keep"):
         kwargs["logits_to_keep"] = 1  # the logits are not used
     with _routing(model, names) as routing:
         out = model(input_ids=input_ids[firsts, :-1], attention_mask=mask,
                     position_ids=positions, **kwargs, **routing)
     # transformers 5 renamed the models' `past_key_values` (argument and output) to `cache`.
-    name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    name = "cache" if forward_accepts(model, "cache") else "past_key_values"
     cache = out.get(name)
     if not hasattr(cache, "batch_select_indices"):
         return {}  # a legacy tuple cache or none: plain generation

@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import inspect
 import json
 import logging
 import math
@@ -71,10 +70,18 @@ from agents.generation import (
     base_model,
     chat_prompt_ids,
     eos_token_ids,
+    forward_accepts,
     generate_completion_ids,
 )
 from agents.loss import NORMALIZATIONS, LossNormalization, grpo_loss, token_logprobs
-from agents.models import autocast, load_model, resolve_device, resolve_dtype
+from agents.models import (
+    DTYPE_NAMES,
+    DtypeSpec,
+    autocast,
+    load_model,
+    resolve_device,
+    resolve_dtype,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +163,7 @@ class GRPOConfig:
     # --- hardware ---
     device: str = "auto"
     """``"auto"`` (cuda, then mps, then cpu) or any torch device string."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: DtypeSpec = "auto"
     """Compute dtype: ``"auto"`` is bfloat16 on cuda and float32 elsewhere."""
 
     def __post_init__(self) -> None:
@@ -195,8 +202,7 @@ class GRPOConfig:
              "lora_target_modules", "'all-linear' or a non-empty tuple of module names")
         if isinstance(targets, list):  # frozen dataclass: keep it hashable and immutable
             object.__setattr__(self, "lora_target_modules", tuple(targets))
-        need(self.dtype in ("auto", "float32", "bfloat16", "float16"), "dtype",
-             "one of 'auto', 'float32', 'bfloat16', 'float16'")
+        need(self.dtype in DTYPE_NAMES, "dtype", f"one of {DTYPE_NAMES}")
         need(isinstance(self.device, str) and bool(self.device), "device", "a device string")
 
 
@@ -378,7 +384,7 @@ class GRPOAgent:
                 base.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False}
                 )
-        self._logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
+        self._logits_to_keep = forward_accepts(base, "logits_to_keep")
 
         if adapter_name is None:
             self.trainable_parameters = [p for p in model.parameters()]
@@ -601,13 +607,6 @@ class GRPOAgent:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _weights(self) -> dict[str, torch.Tensor]:
-        if self.adapter_name is None:
-            return {k: v for k, v in self.model.state_dict().items()}
-        from peft import get_peft_model_state_dict
-
-        return get_peft_model_state_dict(self.model, adapter_name=self.adapter_name)
-
     def save(self, path: str | Path) -> None:
         """Weights (or adapter), optimizer and random state into directory ``path``."""
         from safetensors.torch import save_file, save_model
@@ -617,7 +616,10 @@ class GRPOAgent:
         if self.adapter_name is None:
             save_model(self.model, str(path / "model.safetensors"))  # handles tied weights
         else:
-            weights = {k: v.detach().contiguous() for k, v in self._weights().items()}
+            from peft import get_peft_model_state_dict
+
+            adapter = get_peft_model_state_dict(self.model, adapter_name=self.adapter_name)
+            weights = {k: v.detach().contiguous() for k, v in adapter.items()}
             save_file(weights, str(path / "adapter_model.safetensors"))
             self.model.peft_config[self.adapter_name].save_pretrained(str(path))
         state = {

@@ -57,6 +57,7 @@ _DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
+DTYPE_NAMES: tuple[str, ...] = ("auto", *_DTYPES)  #: what a dtype setting may say
 
 
 def resolve_device(spec: str = "auto") -> torch.device:
@@ -75,7 +76,7 @@ def resolve_dtype(spec: DtypeSpec, device: torch.device) -> torch.dtype:
     if spec == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if spec not in _DTYPES:
-        raise ValueError(f"dtype must be 'auto' or one of {sorted(_DTYPES)}, got {spec!r}")
+        raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {spec!r}")
     return _DTYPES[spec]
 
 

@@ -23,6 +23,14 @@ def one_torch_thread():
     torch.set_num_threads(previous)
 
 
+@pytest.fixture(scope="module")
+def tok():
+    """The tiny models' character-level tokenizer (tests/tiny_lm.py)."""
+    from tiny_lm import char_tokenizer
+
+    return char_tokenizer()
+
+
 @pytest.fixture
 def small_env():
     return sapo_env.parallel_env(**SMALL)

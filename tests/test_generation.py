@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
-from tiny_lm import char_tokenizer, tiny_llama
+from tiny_lm import tiny_llama
 
 from agents.generation import generate_completion_ids, left_padded, sampling_config
 from agents.grpo import GRPOConfig, TorchRNG
@@ -14,11 +14,6 @@ from agents.mixed_adapters import adapter_runs, per_row_adapters
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return char_tokenizer()
 
 
 def peft_with_adapters(tok, names=("n0", "n1", "n2"), dora=False):

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from tiny_lm import bpe_tokenizer, char_tokenizer, tiny_llama  # noqa: E402
+from tiny_lm import bpe_tokenizer, tiny_llama  # noqa: E402
 
 from agents.generation import generate_completion_ids  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
@@ -26,11 +26,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 FAST = GRPOConfig(max_new_tokens=12, learning_rate=1e-2, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return char_tokenizer()
 
 
 def observation(copies=3, questions=QUESTIONS, budget=2):
