@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
@@ -48,8 +49,11 @@ class TaskSpec:
                 f"tasks: unknown reasoning-gym task {self.name!r}; "
                 f"expected one of reasoning_gym.factory.DATASETS ({len(DATASETS)} tasks)"
             )
-        if not (self.weight > 0):
-            raise ValueError(f"tasks: weight of {self.name!r} must be > 0, got {self.weight!r}")
+        weight = self.weight
+        if (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                or not math.isfinite(weight) or weight <= 0):
+            raise ValueError(f"tasks: weight of {self.name!r} must be a number > 0, got {weight!r}")
+        object.__setattr__(self, "weight", float(weight))  # int weights would be an int array
         bad = {"seed", "size"} & set(self.config)
         if bad:
             raise ValueError(

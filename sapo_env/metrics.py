@@ -257,7 +257,7 @@ def held_out_questions(config: SwarmConfig, n_questions: int = 64, seed: int = 0
     if n_questions > slot // 2:
         raise ValueError(f"n_questions must be <= {slot // 2}, got {n_questions}")
     rng = np.random.default_rng(np.random.SeedSequence(seed))
-    weights = np.array([s.weight for s in specs], dtype=np.float64)
+    weights = np.array([s.weight for s in specs])
     choices = rng.choice(len(specs), size=n_questions, p=weights / weights.sum())
     # one seed per task inside its slot, leaving room for n_questions consecutive items
     starts = [HELD_OUT_BLOCK * MAX_QUESTIONS_PER_STREAM + k * slot
@@ -282,17 +282,19 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
     extract = get_extractor(config.answer_format)
     scores = []
     step = config.questions_per_round
-    for start in range(0, len(questions), step):
-        chunk = questions[start:start + step]
-        observation = {
-            "round": round_, "system_prompt": config.system_prompt,
-            "completions_per_question": samples, "train_budget": config.train_budget,
-            "questions": tuple(d.question for d in chunk), "pool": (), "batch": (),
-        }
-        with _evaluation_scope(agent):
+    with _evaluation_scope(agent):  # once: the chunks draw on from each other's random state
+        for start in range(0, len(questions), step):
+            chunk = questions[start:start + step]
+            observation = {
+                "round": round_, "system_prompt": config.system_prompt,
+                "completions_per_question": samples, "train_budget": config.train_budget,
+                "questions": tuple(d.question for d in chunk), "pool": (), "batch": (),
+            }
             action = agent.act(observation)
-        for drawn, completions in zip(chunk, action["completions"]):
-            scores.extend(score_completions(drawn, tuple(completions)[:samples], extract).tolist())
+            for drawn, completions in zip(chunk, action["completions"]):
+                scores.extend(
+                    score_completions(drawn, tuple(completions)[:samples], extract).tolist()
+                )
     return float(np.mean(scores))
 
 

@@ -41,9 +41,21 @@ def test_task_specs_in_every_form():
     assert c.tasks[1].weight == 2.0 and c.tasks[2].config == {"min_size": 9}
 
 
+def test_whole_number_task_weights_work():
+    import sapo_env
+
+    env = sapo_env.parallel_env(n=2, tasks=[("bf", 2), ("arc_1d", 1)])
+    assert [t.weight for t in env.config.tasks] == [2.0, 1.0]
+    observations, _ = env.reset(seed=0)  # drawing tasks by weight needs float weights
+    assert len(observations) == 2
+
+
 @pytest.mark.parametrize("tasks,match", [
     (["no_such_task"], "unknown reasoning-gym task"),
     ([("bf", 0.0)], "weight"),
+    ([("bf", True)], "weight"),
+    ([("bf", float("inf"))], "weight"),
+    ([("bf", "1")], "weight"),
     ([("bf", 1.0, {"seed": 3})], "seed"),
     ([("basic_arithmetic", 1.0, {"min_terms": 5, "max_terms": 2})], "invalid config"),
     ([("basic_arithmetic", 1.0, {"bogus": 1})], "invalid config"),
