@@ -73,6 +73,13 @@ class SharedPool:
         self._all = _Runs(tuple(g for g, _ in entries))
         self._passing = _Runs(tuple(g for g, keep in entries if keep))
 
+    def state(self) -> tuple:
+        """An opaque snapshot for :meth:`restore` (publish replaces, never mutates, the state)."""
+        return self._entries, self._all, self._passing
+
+    def restore(self, state: tuple) -> None:
+        self._entries, self._all, self._passing = state
+
     @property
     def groups(self) -> tuple[Group, ...]:
         return self._all.groups

@@ -117,13 +117,20 @@ class SwarmEnv(ParallelEnv):
         parsed = parse_actions(actions, self.agents, self.config)
         scores = self._score(parsed)  # (nodes, B, L)
         groups = self._groups(parsed, scores)
-        self._pool.publish(self.round, [g for a in self.agents
-                                        for g, s in zip(groups[a], parsed[a].share) if s])
-        assemblies = {a: self._assemble(a, groups[a], parsed[a].num_external)
-                      for a in self.agents}
-        infos = self._infos(groups, scores, parsed, assemblies)
-        for a in self._replay:  # after assembly: a node replays only earlier rounds
-            self._replay[a].publish(self.round, groups[a])
+        # Publishing and assembly run the config's filter and sampler, which may be user code
+        # that raises: then the pools and sampling streams are put back as they were.
+        saved = self._sharing_state()
+        try:
+            self._pool.publish(self.round, [g for a in self.agents
+                                            for g, s in zip(groups[a], parsed[a].share) if s])
+            assemblies = {a: self._assemble(a, groups[a], parsed[a].num_external)
+                          for a in self.agents}
+            infos = self._infos(groups, scores, parsed, assemblies)
+            for a in self._replay:  # after assembly: a node replays only earlier rounds
+                self._replay[a].publish(self.round, groups[a])
+        except BaseException:
+            self._restore_sharing_state(saved)
+            raise
         rewards = dict(zip(self.agents, scores.mean(axis=(1, 2)).tolist()))
         self._batches = {a: assemblies[a].batch for a in self.agents}
         self._last_round = (self.round, len(self._pool), rewards, parsed, assemblies)
@@ -137,6 +144,18 @@ class SwarmEnv(ParallelEnv):
         if finished:
             self.agents = []
         return observations, rewards, terminations, truncations, infos
+
+    def _sharing_state(self) -> tuple:
+        return (self._pool.state(), {a: p.state() for a, p in self._replay.items()},
+                {a: r.bit_generator.state for a, r in self._rngs.items()})
+
+    def _restore_sharing_state(self, saved: tuple) -> None:
+        pool, replay, rngs = saved
+        self._pool.restore(pool)
+        for a, state in replay.items():
+            self._replay[a].restore(state)
+        for a, state in rngs.items():
+            self._rngs[a].bit_generator.state = state
 
     @property
     def _self_replay(self) -> bool:

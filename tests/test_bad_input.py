@@ -79,6 +79,7 @@ def snapshot(env):
         "round": env.round,
         "agents": list(env.agents),
         "pool": [g["id"] for g in env._pool.groups],
+        "replay": {a: [g["id"] for g in p.groups] for a, p in env._replay.items()},
         "batches": {a: [g["id"] for g in b] for a, b in env._batches.items()},
         "questions": {a: [d.question["id"] for d in q] for a, q in env._drawn.items()},
         "rngs": {a: copy.deepcopy(r.bit_generator.state) for a, r in env._rngs.items()},
@@ -103,6 +104,28 @@ def test_bad_action_raises_and_changes_nothing(case):
     assert data_equivalence(snapshot(env), before)
     # the next good round is exactly the round an env that never saw the bad action plays
     assert data_equivalence(env.step(good(observations)), reference.step(good(ref_observations)))
+
+
+@pytest.mark.parametrize("external_source", ["swarm", "self_replay"])
+def test_a_failing_custom_sampler_changes_nothing(external_source):
+    def sampler(candidates, k, rng):
+        rng.random()  # draws before failing: the stream must be put back too
+        return list(candidates[:1]) * 2  # repeated groups: the env rejects them
+
+    settings = dict(SMALL, pool_window=2, external_source=external_source)
+    env = sapo_env.parallel_env(**settings, external_sampling=sampler)
+    reference = sapo_env.parallel_env(**settings, external_sampling=sampler)
+    observations, _ = env.reset(seed=4)
+    ref_observations, _ = reference.reset(seed=4)
+    zero_j = {a: dict(act, num_external=0) for a, act in good(observations).items()}
+    observations, *_ = env.step(zero_j)  # the sampler is not called with J=0
+    ref_observations, *_ = reference.step(
+        {a: dict(act, num_external=0) for a, act in good(ref_observations).items()})
+    before = snapshot(env)
+    with pytest.raises(ValueError, match="external_sampling must return distinct groups"):
+        env.step(good(observations))
+    assert data_equivalence(snapshot(env), before)
+    assert data_equivalence(snapshot(env), snapshot(reference))  # as if it never happened
 
 
 def test_numpy_values_are_accepted():
