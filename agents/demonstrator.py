@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from sapo_env.config import check_int
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation
 
@@ -30,8 +31,7 @@ class DemonstratorAgent:
     def __init__(self, accuracy: float = 1.0, num_external: int = 4, seed: int | None = 0):
         if not 0.0 <= accuracy <= 1.0:
             raise ValueError(f"accuracy must be in [0, 1], got {accuracy}")
-        if num_external < 0:
-            raise ValueError(f"num_external must be >= 0, got {num_external}")
+        check_int("num_external", num_external, 0)
         self.accuracy = accuracy
         self.num_external = num_external
         self.rng = np.random.default_rng(seed)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from sapo_env.config import check_int
 from sapo_env.spaces import SAMPLE_CHARSET
 from sapo_env.types import Action, Group, Observation
 
@@ -15,19 +16,20 @@ class RandomAgent:
 
     Args:
         num_external: J it asks for every round.
-        max_chars: longest random completion.
+        max_chars: longest random completion (lengths are uniform in 0..max_chars).
         seed: seed of its own generator.
     """
 
     def __init__(self, num_external: int = 4, max_chars: int = 64, seed: int | None = 0):
-        if num_external < 0:
-            raise ValueError(f"num_external must be >= 0, got {num_external}")
+        check_int("num_external", num_external, 0)
+        check_int("max_chars", max_chars, 0)
         self.num_external = num_external
         self.max_chars = max_chars
         self.rng = np.random.default_rng(seed)
 
     def _text(self) -> str:
-        picks = self.rng.integers(0, len(SAMPLE_CHARSET), size=self.rng.integers(0, self.max_chars))
+        length = self.rng.integers(0, self.max_chars + 1)
+        picks = self.rng.integers(0, len(SAMPLE_CHARSET), size=length)
         return "".join(SAMPLE_CHARSET[i] for i in picks)
 
     def act(self, observation: Observation) -> Action:

@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.config import check_int
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation, QuestionRef
 
@@ -163,10 +164,7 @@ class SimulatedLearnerConfig:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
         if not self.logit_clip > 0.0:
             raise ValueError(f"logit_clip must be > 0, got {self.logit_clip!r}")
-        if isinstance(self.num_external, bool) or not isinstance(self.num_external, int) or (
-            self.num_external < 0
-        ):
-            raise ValueError(f"num_external must be an int >= 0, got {self.num_external!r}")
+        check_int("num_external", self.num_external, 0)
 
 
 @dataclass
@@ -277,11 +275,6 @@ class SimulatedLearner:
         z = np.exp(self.format_logits - self.format_logits.max())
         return z / z.sum()
 
-    def expected_reward(self, task: str) -> float:
-        """Expected verifier score on a task under the default (tag) extractor, ignoring
-        partial credit: P(tag format) x P(right answer)."""
-        return float(self.format_probs()[0] * (self.skill(task).probs() @ self._quality))
-
     # --- acting ------------------------------------------------------------------------------
     def _rng_for(self, round_: int) -> np.random.Generator:
         # One stream per (round, call within the round): an extra act call (a held-out
@@ -301,8 +294,8 @@ class SimulatedLearner:
         return reference_answer(resolve(ref))
 
     def act(self, observation: Observation) -> Action:
-        L = int(observation["completions_per_question"])  # type: ignore[typeddict-item]
-        budget = int(observation.get("train_budget", self.config.num_external))
+        L = int(observation["completions_per_question"])
+        budget = int(observation["train_budget"])
         questions = observation["questions"]
         rng = self._rng_for(int(observation["round"]))
         # every random number of the round in one draw: format, strategy, explore, right, wrong
@@ -347,7 +340,7 @@ class SimulatedLearner:
             advantages = group["advantages"].tolist()
             n_total += len(advantages)
             task = group["task"]
-            task_adv = None
+            task_adv = skill = None
             for text, adv in zip(group["completions"], advantages):
                 fmt, strategy = parse_completion(text)
                 if fmt is None and strategy is None:
@@ -356,10 +349,10 @@ class SimulatedLearner:
                 if fmt is not None:
                     fmt_adv[fmt] += adv
                 if strategy is not None:
-                    if task_adv is None:
+                    if task_adv is None:  # once per group, and only for readable ones
                         task_adv = strat_adv.setdefault(task, [0.0] * len(STRATEGIES))
+                        skill = self.skill(task)
                     task_adv[strategy] += adv
-                    skill = self.skill(task)
                     if not skill.known[strategy]:
                         # Reading a strategy is learning it exists: the text shows how it is
                         # done. It starts unlikely, whatever the node's policy has become.
@@ -417,6 +410,9 @@ def simulated_swarm(
         **overrides: fields replaced in every node's config, e.g. ``num_external=4``.
     """
     names = [f"node_{i}" for i in range(agents)] if isinstance(agents, int) else list(agents)
+    if isinstance(config, Mapping) and set(config) - set(names):
+        raise ValueError(f"config names nodes that are not in the swarm: "
+                         f"{sorted(set(config) - set(names))}; the nodes are {names}")
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     learners = {}
     for name, child in zip(names, seq.spawn(len(names))):

@@ -185,15 +185,15 @@ class SwarmConfig:
     window."""
 
     def __post_init__(self) -> None:
-        _check_int("n_agents", self.n_agents, 1)
-        _check_int("max_rounds", self.max_rounds, 1)
-        _check_int("questions_per_round", self.questions_per_round, 1)
-        _check_int("completions_per_question", self.completions_per_question, 1)
-        _check_int("train_budget", self.train_budget, 0)
-        _check_int("max_completion_chars", self.max_completion_chars, 1)
-        _check_int("pool_window", self.pool_window, 1)
+        check_int("n_agents", self.n_agents, 1)
+        check_int("max_rounds", self.max_rounds, 1)
+        check_int("questions_per_round", self.questions_per_round, 1)
+        check_int("completions_per_question", self.completions_per_question, 1)
+        check_int("train_budget", self.train_budget, 0)
+        check_int("max_completion_chars", self.max_completion_chars, 1)
+        check_int("pool_window", self.pool_window, 1)
         if self.pool_capacity is not None:
-            _check_int("pool_capacity", self.pool_capacity, 1)
+            check_int("pool_capacity", self.pool_capacity, 1)
         if not (isinstance(self.advantage_eps, (int, float)) and self.advantage_eps > 0):
             raise ValueError(f"advantage_eps must be a float > 0, got {self.advantage_eps!r}")
         if self.max_rounds * self.questions_per_round >= MAX_QUESTIONS_PER_STREAM:
@@ -258,7 +258,8 @@ class SwarmConfig:
         return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
+def check_int(name: str, value: Any, minimum: int) -> None:
+    """ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 

@@ -53,6 +53,8 @@ class Group(TypedDict):
 class Observation(TypedDict):
     round: int
     system_prompt: str
+    completions_per_question: int  #: L, completions expected per question
+    train_budget: int  #: I + J, groups in each training set (the most J can be)
     questions: tuple[Question, ...]
     pool: tuple[Group, ...]  #: groups from other nodes now in the shared pool
     batch: tuple[Group, ...]  #: training set assembled for this node at the last step

@@ -114,3 +114,13 @@ def test_joint_actors_act_once_for_their_members():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2})
     sapo_env.run(env, [Member(joint), RandomAgent(), Member(joint)], progress=False)
     assert joint.calls == [["node_0", "node_2"]] * 2
+
+
+def test_random_agent_lengths_reach_max_chars():
+    agent = RandomAgent(max_chars=3, seed=0)
+    observation = {"completions_per_question": 50, "train_budget": 8,
+                   "questions": ({"id": "q"},)}
+    lengths = {len(t) for t in agent.act(observation)["completions"][0]}
+    assert lengths == {0, 1, 2, 3}
+    with pytest.raises(ValueError, match="max_chars"):
+        RandomAgent(max_chars=-1)

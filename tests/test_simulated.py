@@ -242,3 +242,8 @@ def test_same_seed_same_history():
     b, _ = run_swarm(3, 15, seed=11, num_external=2)
     np.testing.assert_array_equal(a.rewards, b.rewards)
     assert a.learn_metrics == b.learn_metrics
+
+
+def test_swarm_config_mapping_must_name_swarm_nodes():
+    with pytest.raises(ValueError, match="node_O"):
+        simulated_swarm(2, config={"node_O": SimulatedLearnerConfig()})
