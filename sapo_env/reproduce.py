@@ -47,6 +47,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -276,6 +277,9 @@ def run_one(spec: RunSpec) -> Path:
                                          n_questions=c.held_out_questions, seed=c.base_seed)
     callbacks: list[Any] = [evaluator]
     if c.tensorboard:
+        # A run done again starts its TensorBoard folder afresh: event files are named by
+        # time and process, so the old one would stay beside the new and double every step.
+        shutil.rmtree(c.out / "tensorboard" / spec.name, ignore_errors=True)
         try:
             from sapo_env.tensorboard import TensorBoardCallback
 

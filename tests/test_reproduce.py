@@ -66,6 +66,9 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
     assert len(boards) == 12 and all(any(b.glob("events.out.tfevents.*")) for b in boards)
     summary = json.loads((first / "summary.json").read_text())
     assert {"date", "machine", "wall_seconds", "settings", "rows"} <= set(summary)
+    # runs done again replace their TensorBoard events instead of adding a second file
+    rp.main([*TINY, "--jobs", "1", "--no-resume", "--no-plots", "--out", str(first)])
+    assert all(len(list(b.glob("events.out.tfevents.*"))) == 1 for b in boards)
 
     # the same sweep in two worker processes: the same table, byte for byte
     rp.main([*TINY, "--jobs", "2", "--no-tensorboard", "--no-plots", "--out", str(second)])
