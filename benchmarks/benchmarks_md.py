@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
@@ -21,3 +23,16 @@ def write_section(section: str, path: Path = BENCHMARKS_MD) -> None:
         end = text.find("\n## ", start + len(heading))
         text = text[:start] + section.rstrip("\n") + "\n" + ("" if end == -1 else text[end:])
     path.write_text(text)
+
+
+def machine() -> str:
+    """The processor model, core count and Python version, for a section's first line."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # not Linux
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"

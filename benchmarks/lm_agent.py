@@ -27,7 +27,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from transformers import GenerationConfig
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from benchmarks_md import write_section  # noqa: E402
+from benchmarks_md import machine, write_section  # noqa: E402
 
 import sapo_env  # noqa: E402
 from agents.generation import left_padded  # noqa: E402
@@ -216,23 +215,11 @@ def _completion_tokens(agent: GRPOAgent, actions: dict) -> int:
                for action in actions.values() for q in action["completions"] for t in q)
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), Python {platform.python_version()}")
-
-
 def report(results: dict, args: argparse.Namespace, load: tuple) -> str:
     lines = [SECTION, "",
              f"`python benchmarks/lm_agent.py --tokens {args.tokens}` on "
-             f"{datetime.date.today().isoformat()}, {machine()}; model SmolLM2-135M-Instruct "
+             f"{datetime.date.today().isoformat()}, {machine()}, torch {torch.__version__} "
+             f"({torch.get_num_threads()} threads); model SmolLM2-135M-Instruct "
              f"(float32, CPU). Load average before / after: "
              f"{load[0]:.1f} / {os.getloadavg()[0]:.1f} (a load above the core count means "
              f"other processes shared the CPU and timings are pessimistic).", ""]

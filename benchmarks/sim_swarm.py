@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
-import platform
 import time
 
-from benchmarks_md import write_section
+from benchmarks_md import machine, write_section
 
 import sapo_env
 from agents.simulated import SimulatedLearner, simulated_swarm
@@ -65,8 +63,7 @@ def report(r: dict[str, float]) -> str:
     sim_share = (r["act_ms"] + r["learn_ms"]) * r["n"] / r["round_ms"]
     return "\n".join([
         SECTION, "",
-        f"Measured {datetime.date.today()} on {platform.machine()} "
-        f"({os.cpu_count()} CPUs, shared with other work), Python {platform.python_version()}: "
+        f"Measured {datetime.date.today()} on {machine()} (shared with other work): "
         f"8 simulated learners, 4/4, paper defaults, {r['rounds']} rounds.", "",
         "| measure | value | goal |",
         "| --- | ---: | ---: |",

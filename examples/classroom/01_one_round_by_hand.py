@@ -18,6 +18,7 @@ import numpy as np
 
 import sapo_env
 from agents.simulated import simulated_swarm
+from sapo_env.rollouts import has_zero_advantage
 
 
 def shorten(text: str, width: int = 90) -> str:
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     print("   advantage = (score - group mean) / group std. Equal scores give all-zero")
     print("   advantages: the group teaches nothing and the filter drops it.")
     for g in sorted(groups.values(), key=lambda g: g["id"]):
-        kept = "kept" if g["rewards"].max() > g["rewards"].min() else "FILTERED (zero advantage)"
+        kept = "FILTERED (zero advantage)" if has_zero_advantage(g["rewards"]) else "kept"
         print(f"   {g['id']:14s} {g['task']:24s} scores {np.round(g['rewards'], 2)} "
               f"advantages {np.round(g['advantages'], 2)}  {kept}")
 
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         scores = np.array([g["rewards"] for g in mine])
         ax.imshow(scores, vmin=0, vmax=1, cmap="Greens")
         for k, g in enumerate(mine):
-            if g["rewards"].max() == g["rewards"].min():
+            if has_zero_advantage(g["rewards"]):
                 ax.text(-0.45, k, "filtered", va="center", fontsize=8, color="crimson")
         ax.set_title(f"{a}: reward {rewards[a]:.2f}")
         ax.set_xlabel("completion")
