@@ -12,19 +12,17 @@ from typing import Any
 
 from agents.demonstrator import DemonstratorAgent
 from agents.random_agent import RandomAgent
+from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
 
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
     "GRPOAgent": "agents.grpo",
     "GRPOConfig": "agents.grpo",
     "lora_swarm": "agents.lora",
-    # no optional dependency, but it imports sapo_env (and reasoning-gym): also on first use
-    "SimulatedLearner": "agents.simulated",
-    "SimulatedLearnerConfig": "agents.simulated",
-    "simulated_swarm": "agents.simulated",
 }
 
-__all__ = ["DemonstratorAgent", "RandomAgent", *_LAZY]
+__all__ = ["DemonstratorAgent", "RandomAgent", "SimulatedLearner", "SimulatedLearnerConfig",
+           "simulated_swarm", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

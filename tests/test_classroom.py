@@ -27,11 +27,3 @@ def test_classroom_script(script, tmp_path):
         capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert expected in out
     assert plot.stat().st_size > 0
-
-
-def test_metrics_docstring_example():
-    import doctest
-
-    import sapo_env.metrics
-
-    assert doctest.testmod(sapo_env.metrics).failed == 0
