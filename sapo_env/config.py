@@ -24,6 +24,7 @@ from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from sapo_env.answers import EXTRACTORS, AnswerExtractor
+from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
 
 FilterName = Literal["zero_advantage", "none"]
@@ -155,7 +156,7 @@ class SwarmConfig:
     ``<answer>`` tag, reasoning-gym's ``extract_answer``), ``"lenient"`` (tag if present, else a
     final "answer is X" / "Answer: X", else the last line) or
     ``extract(completion) -> str | None``."""
-    advantage_eps: float = 1e-6
+    advantage_eps: float = DEFAULT_EPS
     """Added to the group's reward standard deviation when normalising advantages."""
     max_completion_chars: int = 16384
     """Longest completion accepted, in characters (longer is an input error, not a truncation)."""

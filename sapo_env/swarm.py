@@ -180,12 +180,17 @@ class SwarmEnv(ParallelEnv):
             for i, a in enumerate(self.agents)
         }
 
+    def _external_source(self, agent: str) -> tuple[SharedPool, str | None]:
+        """Where ``agent``'s external groups come from: the shared pool without its own
+        groups, or (self-replay) its own earlier groups, all of them."""
+        if self._self_replay:
+            return self._replay[agent], None
+        return self._pool, agent
+
     def _assemble(self, agent: str, own: list[Group], num_external: int) -> Assembly:
         local = [g for g in own if self._keep(g)] if self.config.filter_local else own
-        if self._self_replay:
-            candidates = self._replay[agent].candidates_for(None)
-        else:
-            candidates = self._pool.candidates_for(agent)
+        pool, excluded = self._external_source(agent)
+        candidates = pool.candidates_for(excluded)
         return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
                               num_external, self._rngs[agent], self._sampler)
 
@@ -201,8 +206,7 @@ class SwarmEnv(ParallelEnv):
             for g, mean in zip(groups[a], group_means[i]):
                 by_task.setdefault(g["task"], []).append(mean)
             shared = [m for m, s in zip(group_means[i], parsed[a].share) if s]
-            source = self._replay[a] if self._self_replay else self._pool
-            others = None if self._self_replay else a
+            source, others = self._external_source(a)
             infos[a] = {
                 "task_scores": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
                 "local_groups": assemblies[a].num_local,
