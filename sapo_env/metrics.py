@@ -128,11 +128,17 @@ def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
 # --- pool health -----------------------------------------------------------------------------
 def info_array(history: History, key: str, missing: float = np.nan) -> np.ndarray:
     """A (rounds, n) float array of one per-node info value (``missing`` where absent/None)."""
+    return _per_node(history, history.infos, key, missing)
+
+
+def _per_node(history: History, rounds: Sequence[Mapping[str, Mapping[str, Any]]], key: str,
+              missing: float) -> np.ndarray:
+    """(rounds, n) array of ``rounds[r][node][key]`` (``missing`` where absent or None)."""
     column = {a: i for i, a in enumerate(history.agents)}
     out = np.full((history.rounds, len(history.agents)), missing, dtype=np.float64)
-    for r, infos in enumerate(history.infos[:history.rounds]):
-        for agent, info in infos.items():
-            value = info.get(key)
+    for r, by_node in enumerate(rounds[:history.rounds]):
+        for agent, values in by_node.items():
+            value = values.get(key)
             if value is not None:
                 out[r, column[agent]] = value
     return out
@@ -224,13 +230,7 @@ def propagation(history: History, threshold: float = 0.5, window: int = PAPER_WI
 def learn_metric(history: History, key: str) -> np.ndarray:
     """A (rounds, n) array of one value the agents' ``learn`` returned (NaN where absent), e.g.
     the simulated learner's ``tag_prob``; ``propagation_of`` applies to it too."""
-    column = {a: i for i, a in enumerate(history.agents)}
-    out = np.full((history.rounds, len(history.agents)), np.nan)
-    for r, metrics in enumerate(history.learn_metrics[:history.rounds]):
-        for agent, values in metrics.items():
-            if key in values:
-                out[r, column[agent]] = values[key]
-    return out
+    return _per_node(history, history.learn_metrics, key, np.nan)
 
 
 # --- held-out evaluation ---------------------------------------------------------------------
