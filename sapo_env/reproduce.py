@@ -214,6 +214,11 @@ class RunSpec:
     def name(self) -> str:
         return f"{BY_LABEL[self.experiment].slug}_seed{self.seed_index}"
 
+    @property
+    def path(self) -> Path:
+        """Where the run's arrays are saved."""
+        return Path(self.config.out) / "runs" / f"{self.name}.npz"
+
     def key(self) -> str:
         """A digest of everything that determines the run's outcome (for resuming)."""
         from sapo_env import __version__
@@ -269,7 +274,6 @@ def run_one(spec: RunSpec) -> Path:
     from sapo_env import metrics
 
     c, e = spec.config, BY_LABEL[spec.experiment]
-    path = c.out / "runs" / f"{spec.name}.npz"
     env = sapo_env.parallel_env(n=c.n_agents, max_rounds=c.rounds, **{**c.swarm, **e.overrides})
     env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
     agents = make_agents(spec, env.possible_agents, agent_seed)
@@ -311,11 +315,11 @@ def run_one(spec: RunSpec) -> Path:
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
     meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
             "env_seed": env_seed, "seconds": seconds, "agents": list(history.agents)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
+    spec.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = spec.path.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
-    os.replace(tmp, path)  # atomic: an interrupted sweep never leaves half a run behind
-    return path
+    os.replace(tmp, spec.path)  # atomic: an interrupted sweep never leaves half a run behind
+    return spec.path
 
 
 def load_run(path: Path) -> dict[str, Any]:
@@ -326,11 +330,11 @@ def load_run(path: Path) -> dict[str, Any]:
 
 
 def _finished(spec: RunSpec) -> bool:
-    path = spec.config.out / "runs" / f"{spec.name}.npz"
-    if not path.exists():
+    if not spec.path.exists():
         return False
     try:
-        return load_run(path)["meta"]["key"] == spec.key()
+        with np.load(spec.path, allow_pickle=False) as data:  # the metadata only
+            return json.loads(str(data["meta"]))["key"] == spec.key()
     except (OSError, ValueError, KeyError):
         return False
 
@@ -370,8 +374,11 @@ class ReproduceResult:
 
 def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
     """The table rows: per experiment, cumulative reward with CI and paired ratio to 8/0."""
-    budget = 8
-    window = min(100, config.rounds)
+    from sapo_env.config import SwarmConfig
+    from sapo_env.metrics import PAPER_WINDOW
+
+    budget = SwarmConfig().train_budget  # I + J; --swarm may not change it
+    window = min(PAPER_WINDOW, config.rounds)
     cumulative = {e: np.array([np.nanmean(r["rewards"], axis=1).sum() for r in rs])
                   for e, rs in runs.items()}
     base = cumulative.get("8/0")
@@ -446,7 +453,9 @@ def _pyplot():
 
 
 def _window(rounds: int) -> int:
-    return max(1, min(100, rounds // 10))
+    from sapo_env.metrics import PAPER_WINDOW
+
+    return max(1, min(PAPER_WINDOW, rounds // 10))
 
 
 def plot_figures(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> list[Path]:
@@ -458,6 +467,9 @@ def plot_figures(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]])
     window = _window(config.rounds)
     files = []
     labels = list(runs)
+    # per configuration, the swarm reward's moving average, mean over seeds (two figures)
+    swarm_curve = {label: np.mean([moving_average(np.nanmean(r["rewards"], axis=1), window)
+                                   for r in runs[label]], axis=0) for label in labels}
 
     cols = min(3, len(labels))
     rows_n = -(-len(labels) // cols)
@@ -480,8 +492,7 @@ def plot_figures(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]])
     fig, ax = plt.subplots(figsize=(8, 5))
     for label in labels:
         smoothed = [moving_average(r["rewards"], window) for r in runs[label]]
-        mean = np.mean([moving_average(np.nanmean(r["rewards"], axis=1), window)
-                        for r in runs[label]], axis=0)
+        mean = swarm_curve[label]
         low = np.mean([s.min(axis=1) for s in smoothed], axis=0)
         high = np.mean([s.max(axis=1) for s in smoothed], axis=0)
         (line,) = ax.plot(mean, lw=1.6, label=label)
@@ -503,9 +514,7 @@ def plot_figures(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]])
         x = with_eval[0]["held_out_rounds"]
         y = np.mean([r["held_out_scores"].mean(axis=1) for r in with_eval], axis=0)
         (line,) = ax.plot(x, y, marker="o", ms=3, lw=1.6, label=f"{label} held-out")
-        train = np.mean([moving_average(np.nanmean(r["rewards"], axis=1), window)
-                         for r in runs[label]], axis=0)
-        ax.plot(train, lw=0.8, ls="--", color=line.get_color(), alpha=0.7)
+        ax.plot(swarm_curve[label], lw=0.8, ls="--", color=line.get_color(), alpha=0.7)
     ax.set_xlabel("round")
     ax.set_ylabel("pass@1 (held-out, solid) / training reward (dashed)")
     ax.set_title("Held-out pass@1 next to training reward\n(mean over nodes and seeds)",
@@ -558,8 +567,9 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     finally:
         bar.close()
 
-    runs = {e: [load_run(out / "runs" / f"{RunSpec(e, s, config).name}.npz")
-                for s in range(config.seeds)] for e in config.experiments}
+    runs: dict[str, list[dict[str, Any]]] = {e: [] for e in config.experiments}
+    for spec in specs:  # experiment by experiment, seeds in order
+        runs[spec.experiment].append(load_run(spec.path))
     rows = summarise(config, runs)
     markdown = format_markdown(rows, config)
     files = [out / "results.md", out / "results.csv"]
@@ -572,8 +582,8 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
         "wall_seconds": round(seconds, 1),
-        "run_seconds": {RunSpec(e, s, config).name: round(runs[e][s]["meta"]["seconds"], 1)
-                        for e in runs for s in range(config.seeds)},
+        "run_seconds": {spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]
+                                         ["seconds"], 1) for spec in specs},
         "jobs": jobs,
         "settings": {k: (str(v) if isinstance(v, Path) else v)
                      for k, v in dataclasses.asdict(config).items()},
