@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
+from hand_grpo import hand_loss  # noqa: E402
 from tiny_lm import bpe_tokenizer, tiny_llama  # noqa: E402
 
 from agents.generation import generate_completion_ids  # noqa: E402
@@ -78,20 +79,6 @@ def params(model):
 
 def same_params(a, b, atol=0.0):
     return all(torch.allclose(a[k], b[k], atol=atol, rtol=0) for k in a)
-
-
-def hand_loss(new, old, advantages, normalization, low=0.2, high=0.28):
-    """The clipped GRPO loss with floats, per completion lists of token log-probs."""
-    per_seq = []
-    for logp_new, logp_old, a in zip(new, old, advantages):
-        tokens = []
-        for x, y in zip(logp_new, logp_old):
-            r = math.exp(x - y)
-            tokens.append(-min(r * a, min(max(r, 1 - low), 1 + high) * a))
-        per_seq.append(tokens)
-    if normalization == "token":
-        return sum(map(sum, per_seq)) / sum(map(len, per_seq))
-    return sum(sum(t) / len(t) for t in per_seq) / len(per_seq)
 
 
 # ------------------------------------------------------------------ config and models

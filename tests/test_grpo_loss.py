@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from hand_grpo import hand_token_losses  # noqa: E402
+
 from agents.loss import grpo_loss, token_logprobs  # noqa: E402
 
 # tiny models on a shared 2-core machine: see one_torch_thread in conftest.py
@@ -21,25 +23,6 @@ LOGP = [[-1.0, -2.0, -0.5], [-0.3, -1.2, float("nan")]]
 OLD = [[-1.5, -1.5, -0.5], [0.1, -1.3, 0.0]]
 ADV = [1.0, -2.0]
 MASK = [[1, 1, 1], [1, 1, 0]]
-
-
-def hand_token_losses(logp, old, adv, mask, low=0.2, high=0.28, beta=0.0, ref=None):
-    """Per-token losses, written out with floats: -min(r A, clip(r) A) + beta * kl."""
-    rows = []
-    for i, row in enumerate(logp):
-        out = []
-        for t, value in enumerate(row):
-            if not mask[i][t]:
-                continue
-            r = math.exp(value - old[i][t])
-            clipped = min(max(r, 1 - low), 1 + high)
-            loss = -min(r * adv[i], clipped * adv[i])
-            if beta:
-                d = ref[i][t] - value
-                loss += beta * (math.exp(d) - d - 1)
-            out.append(loss)
-        rows.append(out)
-    return rows
 
 
 def tensors():
