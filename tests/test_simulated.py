@@ -17,8 +17,8 @@ from agents.simulated import (
     wrong_answer,
 )
 from sapo_env.answers import extract_tag
-from sapo_env.rollouts import group_advantages
-from sapo_env.tasks import dataset_for, resolve
+from sapo_env.rollouts import group_advantages, make_group
+from sapo_env.tasks import DrawnQuestion, dataset_for, resolve, score_completions
 
 TASKS = ("basic_arithmetic", "base_conversion", "calendar_arithmetic", "propositional_logic",
          "fraction_simplification", "binary_matrix")
@@ -41,20 +41,19 @@ def observation(questions, round_=0, L=8, budget=8, batch=()) -> dict:
 
 
 def score(question: dict, completions) -> np.ndarray:
-    entry = resolve(question["ref"])
-    dataset = dataset_for(question["ref"])
-    return np.array([dataset.score_answer(extract_tag(c), entry) for c in completions],
-                    dtype=np.float32)
+    """The env's scoring of these completions (tag extraction, reasoning-gym's verifier)."""
+    drawn = DrawnQuestion(question, resolve(question["ref"]), dataset_for(question["ref"]))
+    return score_completions(drawn, completions, extract_tag)
 
 
 def groups_of(questions, action, source="node_x", round_=0) -> list[dict]:
+    """The groups the env would build from ``action``, as a batch holds them."""
     groups = []
     for k, (q, completions) in enumerate(zip(questions, action["completions"])):
         rewards = score(q, completions)
-        groups.append({"id": f"{source}/r{round_}/q{k}", "source": source, "round": round_,
-                       "task": q["task"], "question": q["prompt"], "answer": "", "ref": q["ref"],
-                       "completions": completions, "rewards": rewards,
-                       "advantages": group_advantages(rewards), "local": source == "self"})
+        group = make_group(source, round_, k, q, "", completions, rewards,
+                           group_advantages(rewards))
+        groups.append({**group, "local": source == "self"})
     return groups
 
 
