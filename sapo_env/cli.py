@@ -59,8 +59,9 @@ def run_demo(args: argparse.Namespace) -> None:
 def run_info(args: argparse.Namespace) -> None:
     from sapo_env.config import SwarmConfig
 
-    for f in dataclasses.fields(SwarmConfig):
-        value = getattr(SwarmConfig(), f.name)
+    defaults = SwarmConfig()
+    for f in dataclasses.fields(defaults):
+        value = getattr(defaults, f.name)
         if f.name == "tasks":
             value = ", ".join(t.name for t in value)
         print(f"{f.name:26s} {value!r}" if not isinstance(value, str) or "\n" not in value
