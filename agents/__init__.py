@@ -2,7 +2,8 @@
 
 Every agent has ``act(observation) -> action`` and ``learn(batch) -> dict | None``.
 Agents that need optional dependencies (torch for the language-model agent) are imported on
-first use, so ``import agents`` stays light.
+first use, so ``import agents`` stays light; when the ``lm`` extra is missing, that import fails
+with a ``ModuleNotFoundError`` naming the package and ``pip install 'sapo-env[lm]'``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,27 @@ _LAZY = {
     "lora_swarm": "agents.lora",
 }
 
+# the `lm` extra's packages (pyproject.toml)
+_LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
+
 __all__ = ["DemonstratorAgent", "RandomAgent", "SimulatedLearner", "SimulatedLearnerConfig",
            "simulated_swarm", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'agents' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'agents' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(_LAZY[name])
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing not in _LM_EXTRA:
+            raise
+        # A core-only install would otherwise see a bare "No module named 'torch'"; still a
+        # ModuleNotFoundError, so `except ImportError` around optional agents keeps working.
+        raise ModuleNotFoundError(
+            f"agents.{name} needs {missing!r}, which is not installed: pip install "
+            f"'sapo-env[lm]' (install the torch build for your hardware first)",
+            name=missing,
+        ) from error
+    return getattr(module, name)

@@ -24,7 +24,8 @@ class DemonstratorAgent:
 
     Args:
         accuracy: probability that each completion carries the right answer.
-        num_external: J it asks for every round.
+        num_external: J it asks for every round; ``act`` raises if it exceeds the env's
+            ``train_budget`` (I+J).
         seed: seed of its own generator.
     """
 
@@ -42,6 +43,10 @@ class DemonstratorAgent:
         return f"Working through the question step by step.\n<answer>{answer}</answer>"
 
     def act(self, observation: Observation) -> Action:
+        budget = observation["train_budget"]
+        if self.num_external > budget:  # the budget is the env's, unknown at construction
+            raise ValueError(f"DemonstratorAgent num_external={self.num_external} exceeds the "
+                             f"env's train_budget={budget}: expected num_external <= {budget}")
         L = observation["completions_per_question"]
         completions = []
         for question in observation["questions"]:
@@ -50,7 +55,7 @@ class DemonstratorAgent:
             completions.append(tuple(self.completion(answer if r else WRONG_ANSWER)
                                      for r in right))
         return {"completions": tuple(completions),
-                "num_external": min(self.num_external, observation["train_budget"])}
+                "num_external": self.num_external}
 
     def learn(self, batch: Sequence[Group]) -> Mapping[str, float]:
         return {}

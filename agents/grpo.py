@@ -165,6 +165,12 @@ class GRPOConfig:
     """``"auto"`` (cuda, then mps, then cpu) or any torch device string."""
     dtype: DtypeSpec = "auto"
     """Compute dtype: ``"auto"`` is bfloat16 on cuda and float32 elsewhere."""
+    torch_threads: int | None = None
+    """torch's CPU threads (``torch.set_num_threads``), set when an agent is built on the cpu;
+    None leaves torch's setting alone. The setting is process-wide, so agents built later win.
+    On a 2-core machine shared with other work, one SmolLM2 node's ``act`` took 170 s at 2
+    threads and 8 s at 1 (threads spin waiting for a core another process holds): use 1
+    there, and leave it unset on an idle machine or a GPU."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, expected: str) -> None:
@@ -204,6 +210,8 @@ class GRPOConfig:
             object.__setattr__(self, "lora_target_modules", tuple(targets))
         need(self.dtype in DTYPE_NAMES, "dtype", f"one of {DTYPE_NAMES}")
         need(isinstance(self.device, str) and bool(self.device), "device", "a device string")
+        need(self.torch_threads is None or self.torch_threads >= 1, "torch_threads",
+             "None or >= 1")
 
 
 # --------------------------------------------------------------------------- randomness
@@ -355,6 +363,8 @@ class GRPOAgent:
     ) -> None:
         if num_external < 0:
             raise ValueError(f"num_external must be >= 0, got {num_external}")
+        if config.torch_threads is not None and device.type == "cpu":
+            torch.set_num_threads(config.torch_threads)
         self.config = config
         self.tokenizer = tokenizer
         self.num_external = int(num_external)

@@ -15,7 +15,8 @@ class RandomAgent:
     """Answers every question with random text (which simply scores 0) and never learns.
 
     Args:
-        num_external: J it asks for every round.
+        num_external: J it asks for every round; ``act`` raises if it exceeds the env's
+            ``train_budget`` (I+J).
         max_chars: longest random completion (lengths are uniform in 0..max_chars).
         seed: seed of its own generator.
     """
@@ -33,11 +34,14 @@ class RandomAgent:
         return "".join(SAMPLE_CHARSET[i] for i in picks)
 
     def act(self, observation: Observation) -> Action:
+        budget = observation["train_budget"]
+        if self.num_external > budget:  # the budget is the env's, unknown at construction
+            raise ValueError(f"RandomAgent num_external={self.num_external} exceeds the "
+                             f"env's train_budget={budget}: expected num_external <= {budget}")
         L = observation["completions_per_question"]
         completions = tuple(tuple(self._text() for _ in range(L))
                             for _ in observation["questions"])
-        return {"completions": completions,
-                "num_external": min(self.num_external, observation["train_budget"])}
+        return {"completions": completions, "num_external": self.num_external}
 
     def learn(self, batch: Sequence[Group]) -> Mapping[str, float]:
         return {}

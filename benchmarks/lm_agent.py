@@ -1,7 +1,7 @@
 """Benchmark: the GRPO language-model agent at SmolLM2-135M size (not a test).
 
 Run by hand:  python benchmarks/lm_agent.py [--tokens 64] [--only act,learn,memory,joint]
-              [--joint-rows 8,16] [--threads N] [--repeats 2] [--no-write]
+              [--joint-rows 8,16] [--threads N] [--repeats 2] [--write]
 
 Measures, on the offline "smollm2-135m" model:
 - act: ``GRPOAgent.act`` (chat template, tokenization, generation, decoding) against a bare
@@ -16,9 +16,9 @@ Measures, on the offline "smollm2-135m" model:
   real run: one generate call with a per-row adapter against each node's own act
   (goal >= 1.5x).
 
-Results replace the "## LM agent" section of BENCHMARKS.md (other sections are left alone),
-with the machine, the date and the load average (other processes on a shared machine distort
-timings, and this one reports them rather than hiding them).
+``--write`` replaces the "## LM agent" section of BENCHMARKS.md with the results (other
+sections are left alone), with the machine, the date and the load average (other processes
+on a shared machine distort timings, and this one reports them rather than hiding them).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def _completion_tokens(agent: GRPOAgent, actions: dict) -> int:
 
 def report(results: dict, args: argparse.Namespace, load: tuple) -> str:
     lines = [SECTION, "",
-             f"`python benchmarks/lm_agent.py --tokens {args.tokens}` on "
+             f"`python benchmarks/lm_agent.py --tokens {args.tokens} --write` on "
              f"{datetime.date.today().isoformat()}, {machine()}, torch {torch.__version__} "
              f"({torch.get_num_threads()} threads); model SmolLM2-135M-Instruct "
              f"(float32, CPU). Load average before / after: "
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="act,learn,memory,joint",
                         help="comma-separated subset of act,learn,memory,joint")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--no-write", action="store_true", help="print, do not edit BENCHMARKS.md")
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     parser.add_argument("--memory-child", choices=["full", "lora"], help=argparse.SUPPRESS)
     parser.add_argument("--no-checkpointing", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--joint-rows", default="8,16",
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         print("joint", results["joint"], flush=True)
     text = report(results, args, load)
     print(text)
-    if not args.no_write:
+    if args.write:
         write_section(text)
 
 

@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
         help="compute dtype; auto: bfloat16 on cuda, float32 elsewhere")
     add("--seed", type=int, default=0, help="seed of the env and every node")
-    add("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    add("--threads", type=int,
+        help="torch CPU threads, GRPOConfig.torch_threads (default: torch's choice); "
+             "1 is much faster on a CPU shared with other work")
     add("--save-dir", type=Path, help="save every LM node here at the end")
     return parser
 
@@ -115,10 +117,6 @@ class PrintRound(sapo_env.Callback):
 
 def main(argv: list[str] | None = None) -> sapo_env.History:
     args = build_parser().parse_args(argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     v = resolve_args(args)
     env_options = dict(tasks=EASY_ARITHMETIC, answer_format="lenient") if v["easy"] else {}
     env = sapo_env.parallel_env(
@@ -127,7 +125,8 @@ def main(argv: list[str] | None = None) -> sapo_env.History:
         max_rounds=v["rounds"], **env_options,
     )
     config = GRPOConfig(max_new_tokens=v["max_new_tokens"], learning_rate=v["lr"],
-                        use_lora=v["lora"], device=args.device, dtype=args.dtype)
+                        use_lora=v["lora"], device=args.device, dtype=args.dtype,
+                        torch_threads=args.threads)
     streams = np.random.SeedSequence(args.seed).spawn(v["n"] + v["demonstrators"] + 1)
     print(f"preset {v['preset']}: {v['n']} x {v['model']} ({'LoRA swarm' if v['lora'] else 'full'}"
           f"), {v['demonstrators']} demonstrator(s), B={v['questions']} L={v['completions']} "

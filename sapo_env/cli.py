@@ -3,6 +3,7 @@
     sapo-env demo [--rounds N] [--seed S] [--render]   a small swarm of scripted nodes
     sapo-env info                                       the paper-default configuration
     sapo-env reproduce [--quick] [--seeds S] [--jobs J] the paper's table and figures
+    sapo-env --version
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in
 ``build_parser``.
@@ -13,16 +14,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import runpy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import sapo_env
+
+# The status a shell reports for a process killed by SIGPIPE (128 + 13), as for `yes` in
+# `yes | head -1`: so `set -o pipefail` scripts see the same thing for us as for other tools.
+EXIT_BROKEN_PIPE = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sapo-env", description="SAPO swarms as a PettingZoo environment.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action="version", version=f"sapo-env {sapo_env.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run examples/quickstart.py: scripted nodes, a few "
@@ -69,9 +78,19 @@ def run_info(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    args.handler(args)
+    try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+        args.handler(args)
+        # Flush here so that a reader which closed early (`sapo-env info | head -1`) is
+        # noticed inside this try, not in the interpreter's final flush.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe: point stdout at
+        # devnull, or the flush at exit raises again, and leave quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(EXIT_BROKEN_PIPE)
 
 
 if __name__ == "__main__":
