@@ -298,6 +298,8 @@ class SimulatedLearner:
         budget = int(observation["train_budget"])
         questions = observation["questions"]
         rng = self._rng_for(int(observation["round"]))
+        if not questions:  # J = train_budget: nothing to answer this round, only to consume
+            return {"completions": (), "num_external": min(self.config.num_external, budget)}
         # every random number of the round in one draw: format, strategy, explore, right, wrong
         u = rng.random((5, len(questions), L))
         fmt_cdf = np.cumsum(self.format_probs())

@@ -26,9 +26,13 @@ class ParsedAction:
 
 
 def parse_actions(
-    actions: Any, agents: Sequence[str], config: SwarmConfig
+    actions: Any, question_counts: Mapping[str, int], config: SwarmConfig
 ) -> dict[str, ParsedAction]:
-    """Check every live node's action; return them normalised, in ``agents`` order."""
+    """Check every live node's action; return them normalised, in ``question_counts`` order.
+
+    ``question_counts`` maps each live node to the number of questions it was asked this round.
+    """
+    agents = list(question_counts)
     if not isinstance(actions, Mapping):
         raise ValueError(f"actions must be a dict of node name -> action, got {type(actions)}")
     unknown = sorted(set(actions) - set(agents), key=str)
@@ -38,11 +42,14 @@ def parse_actions(
     missing = [a for a in agents if a not in actions]
     if missing:
         raise ValueError(f"missing actions for nodes {missing}: every live node acts each round")
-    return {agent: parse_action(agent, actions[agent], config) for agent in agents}
+    return {agent: parse_action(agent, actions[agent], question_counts[agent], config)
+            for agent in agents}
 
 
-def parse_action(agent: str, action: Any, config: SwarmConfig) -> ParsedAction:
-    """Check one node's action (see ``sapo_env.types.Action``)."""
+def parse_action(agent: str, action: Any, num_questions: int, config: SwarmConfig
+                 ) -> ParsedAction:
+    """Check one node's action for a round in which it was asked ``num_questions`` questions
+    (see ``sapo_env.types.Action``)."""
     if not isinstance(action, Mapping):
         raise ValueError(f"{agent}: action must be a dict with 'completions' and "
                          f"'num_external', got {type(action).__name__}")
@@ -54,9 +61,9 @@ def parse_action(agent: str, action: Any, config: SwarmConfig) -> ParsedAction:
         if key not in action:
             raise ValueError(f"{agent}: action is missing the field {key!r}")
     return ParsedAction(
-        completions=_parse_completions(agent, action["completions"], config),
+        completions=_parse_completions(agent, action["completions"], num_questions, config),
         num_external=_parse_num_external(agent, action["num_external"], config),
-        share=_parse_share(agent, action.get("share"), config),
+        share=_parse_share(agent, action.get("share"), num_questions),
     )
 
 
@@ -64,14 +71,15 @@ def _is_sequence(value: Any) -> bool:
     return isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes))
 
 
-def _parse_completions(agent: str, value: Any, config: SwarmConfig) -> tuple[tuple[str, ...], ...]:
-    B, L = config.questions_per_round, config.completions_per_question
+def _parse_completions(agent: str, value: Any, B: int, config: SwarmConfig
+                       ) -> tuple[tuple[str, ...], ...]:
+    L = config.completions_per_question
     if not _is_sequence(value):
         raise ValueError(f"{agent}: completions must be a sequence of {B} sequences of {L} "
                          f"strings, got {type(value).__name__}")
     if len(value) != B:
-        raise ValueError(f"{agent}: expected completions for {B} questions "
-                         f"(questions_per_round), got {len(value)}")
+        raise ValueError(f"{agent}: expected completions for {B} questions (as many as its "
+                         f"observation's questions this round), got {len(value)}")
     parsed = []
     for q, group in enumerate(value):
         if not _is_sequence(group):
@@ -103,8 +111,7 @@ def _parse_num_external(agent: str, value: Any, config: SwarmConfig) -> int:
     return int(value)
 
 
-def _parse_share(agent: str, value: Any, config: SwarmConfig) -> tuple[bool, ...]:
-    B = config.questions_per_round
+def _parse_share(agent: str, value: Any, B: int) -> tuple[bool, ...]:
     if value is None:
         return (True,) * B
     if not _is_sequence(value) or len(value) != B:

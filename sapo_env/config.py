@@ -6,8 +6,10 @@ raises ``ValueError`` naming the field, the value and what is allowed.
 Example::
 
     from sapo_env import SwarmConfig
-    config = SwarmConfig(n_agents=4, train_budget=8)          # 4 nodes, paper defaults
-    baseline = config.replace(filter_local=True)              # the filtered 8/0 control
+    config = SwarmConfig(n_agents=4)                  # 4 nodes, the paper's protocol at 4/4
+    isolated = config.replace(num_external=0)         # 8/0: every node answers 8 questions
+    # the oversampled control: 16 questions, own zero-advantage groups dropped, 8 trained on
+    control = config.replace(num_external=0, questions_per_round=16, filter_local=True)
 """
 
 from __future__ import annotations
@@ -141,8 +143,13 @@ class SwarmConfig:
     """Question mix of every node: task names, ``(name, weight, config)`` tuples or TaskSpecs."""
     node_tasks: Mapping[str, tuple[TaskSpec, ...]] | None = None
     """Per-node task lists (specialist nodes), keyed by node name; others use ``tasks``."""
-    questions_per_round: int = 8
-    """B: questions each node answers per round (one task drawn by weight per question)."""
+    questions_per_round: int | None = None
+    """Questions a node answers per round (one task drawn by weight per question). ``None``, the
+    paper's protocol: I = ``train_budget`` - J, where J is the node's ``num_external`` in force
+    that round, so J trades the node's own generation against the pool's supply (the paper's
+    Section 5: "each agent samples I specialties, receives one question per specialty"). An int
+    B: every node answers B questions whatever its J and trains on I of them (the fixed
+    protocol; B > ``train_budget`` with ``filter_local`` is an oversampling baseline)."""
     completions_per_question: int = 8
     """L: completions per question; a question with its L completions is a group."""
     shared_questions: bool = False
@@ -163,13 +170,19 @@ class SwarmConfig:
 
     # --- training set ------------------------------------------------------------------------
     train_budget: int = 8
-    """I + J: groups in each node's training set per round; each node chooses J every step."""
+    """I + J: groups in each node's training set per round (the paper: 8)."""
+    num_external: int | Mapping[str, int] | None = None
+    """J of round 0: an int for every node, a mapping naming every node, or None for half the
+    budget (``train_budget // 2``: 4 of 8, the paper's best configuration, 4/4). From then on a
+    node's action sets its J for its next round."""
     filter: FilterName | GroupFilter = "zero_advantage"
     """Which groups may be trained on: ``"zero_advantage"`` drops groups whose rewards are all
     equal (they carry no gradient), ``"none"`` keeps all, or ``filter(group) -> keep``."""
     filter_local: bool = False
-    """Also filter a node's own groups (the paper filters only external ones; True gives the
-    filtered 8/0 baseline reviewers asked for)."""
+    """Also filter a node's own groups (the paper filters only external ones). With
+    ``questions_per_round`` > ``train_budget`` this gives the oversampled, filtered baseline
+    that separates filtering from sharing; without oversampling it only drops groups that carry
+    no gradient and replaces none of them."""
     external_source: ExternalSource = "swarm"
     """Where the J external groups come from: ``"swarm"`` (other nodes' shared groups) or
     ``"self_replay"`` (the node's own groups of earlier rounds inside the pool window: the
@@ -188,7 +201,8 @@ class SwarmConfig:
     def __post_init__(self) -> None:
         check_int("n_agents", self.n_agents, 1)
         check_int("max_rounds", self.max_rounds, 1)
-        check_int("questions_per_round", self.questions_per_round, 1)
+        if self.questions_per_round is not None:
+            check_int("questions_per_round", self.questions_per_round, 1)
         check_int("completions_per_question", self.completions_per_question, 1)
         check_int("train_budget", self.train_budget, 0)
         check_int("max_completion_chars", self.max_completion_chars, 1)
@@ -197,12 +211,13 @@ class SwarmConfig:
             check_int("pool_capacity", self.pool_capacity, 1)
         if not (isinstance(self.advantage_eps, (int, float)) and self.advantage_eps > 0):
             raise ValueError(f"advantage_eps must be a float > 0, got {self.advantage_eps!r}")
-        if self.max_rounds * self.questions_per_round >= MAX_QUESTIONS_PER_STREAM:
+        if self.max_rounds * self.max_questions >= MAX_QUESTIONS_PER_STREAM:
             raise ValueError(
-                f"max_rounds * questions_per_round must be < {MAX_QUESTIONS_PER_STREAM} "
+                f"max_rounds * questions per round must be < {MAX_QUESTIONS_PER_STREAM} "
                 f"(seed block of one question stream), got {self.max_rounds} * "
-                f"{self.questions_per_round}"
+                f"{self.max_questions}"
             )
+        self._check_num_external()
         object.__setattr__(self, "tasks", _coerce_tasks(self.tasks, "tasks"))
         if self.node_tasks is not None:
             names = {f"node_{i}" for i in range(self.n_agents)}
@@ -240,9 +255,52 @@ class SwarmConfig:
         if not isinstance(self.system_prompt, str):
             raise ValueError(f"system_prompt must be a str, got {type(self.system_prompt)}")
 
+    def _check_num_external(self) -> None:
+        value = self.num_external
+        if value is None:
+            return
+        if isinstance(value, Mapping):
+            names = set(self.agent_names)
+            if set(value) != names:
+                raise ValueError(
+                    f"num_external: a mapping must name every node node_0..node_"
+                    f"{self.n_agents - 1} once; missing {sorted(names - set(value))}, "
+                    f"unknown {sorted(set(value) - names, key=str)}"
+                )
+            for node, j in value.items():
+                _check_j(f"num_external[{node!r}]", j, self.train_budget)
+            object.__setattr__(self, "num_external", dict(value))
+        else:
+            _check_j("num_external", value, self.train_budget)
+
     @property
     def agent_names(self) -> tuple[str, ...]:
         return tuple(f"node_{i}" for i in range(self.n_agents))
+
+    @property
+    def paper_protocol(self) -> bool:
+        """True when a node's J decides how many questions it answers (``questions_per_round``
+        is None)."""
+        return self.questions_per_round is None
+
+    @property
+    def max_questions(self) -> int:
+        """The most questions a node answers in a round."""
+        return self.train_budget if self.questions_per_round is None else self.questions_per_round
+
+    def questions_for(self, num_external: int) -> int:
+        """Questions a node with J = ``num_external`` in force answers this round."""
+        if self.questions_per_round is None:
+            return self.train_budget - num_external
+        return self.questions_per_round
+
+    def initial_num_external(self, agent: str) -> int:
+        """J of round 0 for one node."""
+        if self.num_external is None:
+            return self.train_budget // 2
+        if isinstance(self.num_external, Mapping):
+            return self.num_external[agent]
+        return self.num_external
 
     def tasks_of(self, agent: str) -> tuple[TaskSpec, ...]:
         """The task mix of one node."""
@@ -263,6 +321,12 @@ def check_int(name: str, value: Any, minimum: int) -> None:
     """ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _check_j(name: str, value: Any, train_budget: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= train_budget:
+        raise ValueError(f"{name} (J of round 0) must be an int in [0, {train_budget}] "
+                         f"(train_budget), got {value!r}")
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

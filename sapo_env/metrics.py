@@ -32,6 +32,7 @@ import numpy as np
 from sapo_env.answers import get_extractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
 from sapo_env.runner import Callback, History, RoundRecord
+from sapo_env.spaces import ActionMask
 from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, score_completions
 
 PAPER_WINDOW = 100
@@ -270,9 +271,9 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
              round_: int = 0, samples: int = 1) -> float:
     """Mean verifier score of one agent on a question set: pass@1 when ``samples=1``.
 
-    The agent answers through its ordinary ``act``, ``config.questions_per_round`` questions
-    at a time, asked for ``samples`` completions per question; observations carry an empty
-    pool and batch, and its ``num_external`` is ignored. With ``samples > 1`` the score is the
+    The agent answers through its ordinary ``act``, ``config.train_budget`` questions at a
+    time (J = 0 in force), asked for ``samples`` completions per question; observations carry
+    an empty pool and batch, and the J it asks for is ignored. With ``samples > 1`` the score is the
     mean over samples (an unbiased estimate of pass@1).
 
     An agent whose ``act`` draws from its own random state can define ``evaluation_scope()``,
@@ -281,14 +282,15 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
     """
     extract = get_extractor(config.answer_format)
     scores = []
-    step = config.questions_per_round
+    step = max(config.train_budget, 1)
     with _evaluation_scope(agent):  # once: the chunks draw on from each other's random state
         for start in range(0, len(questions), step):
             chunk = questions[start:start + step]
             observation = {
                 "round": round_, "system_prompt": config.system_prompt,
                 "completions_per_question": samples, "train_budget": config.train_budget,
-                "questions": tuple(d.question for d in chunk), "pool": (), "batch": (),
+                "num_external": 0, "questions": tuple(d.question for d in chunk), "pool": (),
+                "batch": (), "action_mask": ActionMask.for_questions(len(chunk)),
             }
             action = agent.act(observation)
             for drawn, completions in zip(chunk, action["completions"]):
@@ -321,7 +323,7 @@ class HeldOutEvaluator(Callback):
     """Evaluate every node on a fixed held-out set every ``every`` rounds (and after the last).
 
     Use as a ``sapo_env.run`` callback; read ``result`` afterwards. Each evaluation is one
-    ``act`` call per ``questions_per_round`` questions per node, made with the round just
+    ``act`` call per ``train_budget`` questions per node, made with the round just
     played, so an agent that keys its randomness on the round (the simulated learner) keeps
     the same training trajectory with or without evaluation; an agent with its own random
     state (``GRPOAgent``) keeps it through ``evaluation_scope`` (see :func:`evaluate`).

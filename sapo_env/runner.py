@@ -83,7 +83,11 @@ class History:
     agents: tuple[str, ...]
     config: SwarmConfig
     rewards: np.ndarray  #: (rounds, n) per-node reward; NaN where a node did not act
-    num_external: np.ndarray  #: (rounds, n) J each node chose; -1 where it did not act
+    #: (rounds, n) J in force each round (the external groups its training set asked for,
+    #: chosen by the node's action of the round before); -1 where it did not act
+    num_external: np.ndarray
+    #: (rounds, n) completions each node generated (its generation cost); 0 where it did not act
+    generated: np.ndarray
     infos: list[dict[str, dict[str, Any]]] = field(default_factory=list)
     learn_metrics: list[dict[str, dict[str, float]]] = field(default_factory=list)
 
@@ -105,6 +109,11 @@ class History:
     def cumulative_reward_total(self) -> float:
         """Sum over rounds and nodes of the per-node reward."""
         return float(np.nansum(self.rewards))
+
+    @property
+    def generated_per_node_round(self) -> float:
+        """Completions a node generated per round, on average: the swarm's generation cost."""
+        return float(self.generated.mean()) if self.generated.size else 0.0
 
     def node_rewards(self, agent: str) -> np.ndarray:
         return self.rewards[:, self.agents.index(agent)]
@@ -132,20 +141,23 @@ def run(
     column = {a: i for i, a in enumerate(names)}
     rewards = np.full((total, len(names)), np.nan)
     num_external = np.full((total, len(names)), -1, dtype=np.int64)
-    history = History(names, env.config, rewards, num_external)
+    generated = np.zeros((total, len(names)), dtype=np.int64)
+    history = History(names, env.config, rewards, num_external, generated)
     for callback in callbacks:
         callback.on_run_start(env, agents)
 
     for t in tqdm(range(total), desc="rounds", disable=not progress, unit="round"):
         if not env.agents:
             history.rewards, history.num_external = rewards[:t], num_external[:t]
+            history.generated = generated[:t]
             break
         actions = _act(agents, {a: observations[a] for a in env.agents})
         observations, round_rewards, _, _, infos = env.step(actions)
         learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in round_rewards}
         for a, r in round_rewards.items():
             rewards[t, column[a]] = r
-            num_external[t, column[a]] = int(actions[a]["num_external"])
+            num_external[t, column[a]] = infos[a]["num_external"]
+            generated[t, column[a]] = infos[a]["generated_completions"]
         history.infos.append(infos)
         history.learn_metrics.append(learned)
         record = RoundRecord(t, observations, actions, round_rewards, infos, learned)

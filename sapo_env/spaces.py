@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,44 @@ def group_space(config: SwarmConfig, in_batch: bool) -> spaces.Dict:
     return spaces.Dict(fields)
 
 
+class ActionMask(spaces.Space):
+    """The ``action_mask`` of an observation: what ``action_space(node).sample(mask)`` needs to
+    draw a valid random action this round.
+
+    In Gymnasium's mask format for the action's ``Dict`` space: ``{"completions": (k, None),
+    "num_external": None, "share": (k, None)}``, where ``k`` is the number of questions of the
+    round (a ``Sequence``'s mask fixes its length; None leaves a part unconstrained).
+    """
+
+    def __init__(self, max_questions: int, seed: int | np.random.Generator | None = None):
+        super().__init__(shape=None, dtype=None, seed=seed)
+        self.max_questions = max_questions
+
+    @staticmethod
+    def for_questions(k: int) -> dict[str, Any]:
+        return {"completions": (k, None), "num_external": None, "share": (k, None)}
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def contains(self, x: Any) -> bool:
+        if not isinstance(x, dict) or set(x) != {"completions", "num_external", "share"}:
+            return False
+        length = x["completions"][0] if isinstance(x["completions"], tuple) else None
+        return (isinstance(length, int) and 0 <= length <= self.max_questions
+                and x == self.for_questions(length))
+
+    def sample(self, mask: Any = None, probability: Any = None) -> dict[str, Any]:
+        return self.for_questions(int(self.np_random.integers(0, self.max_questions + 1)))
+
+    def __repr__(self) -> str:
+        return f"ActionMask({self.max_questions})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ActionMask) and other.max_questions == self.max_questions
+
+
 def observation_space(config: SwarmConfig) -> spaces.Dict:
     """What a node sees each round (see ``sapo_env.types.Observation``)."""
     return spaces.Dict(
@@ -144,25 +183,49 @@ def observation_space(config: SwarmConfig) -> spaces.Dict:
             "system_prompt": _text(),
             "completions_per_question": spaces.Discrete(1, start=config.completions_per_question),
             "train_budget": spaces.Discrete(1, start=config.train_budget),
-            "questions": spaces.Tuple([question_space()] * config.questions_per_round),
+            "num_external": spaces.Discrete(config.train_budget + 1),
+            "questions": spaces.Sequence(question_space(), stack=False),
             "pool": spaces.Sequence(group_space(config, in_batch=False), stack=False),
             "batch": spaces.Sequence(group_space(config, in_batch=True), stack=False),
+            "action_mask": ActionMask(config.max_questions),
         }
     )
 
 
-def action_space(config: SwarmConfig) -> spaces.Dict:
-    """What a node does each round (see ``sapo_env.types.Action``)."""
+class QuestionSequence(spaces.Sequence):
+    """A ``Sequence`` with one element per question of the node's current round.
+
+    Under the paper's protocol a node's question count changes every round, which no static
+    space can express: ``contains`` accepts any length (the env checks the count, and its error
+    names it). ``sample()`` without a mask draws as many elements as the node has questions
+    now, which it reads through ``current_length`` (given by the env), so that
+    ``action_space(node).sample()`` and PettingZoo's tests, which sample without a mask, give
+    valid actions. ``sample(observation["action_mask"])`` works as with any Gymnasium space.
+    """
+
+    def __init__(self, feature_space: spaces.Space, current_length: Callable[[], int],
+                 seed: int | np.random.Generator | None = None):
+        super().__init__(feature_space, stack=False, seed=seed)
+        self.current_length = current_length
+
+    def sample(self, mask: Any = None, probability: Any = None) -> tuple:
+        if mask is None and probability is None:
+            mask = (self.current_length(), None)
+        return super().sample(mask=mask, probability=probability)
+
+
+def action_space(config: SwarmConfig, current_questions: Callable[[], int]) -> spaces.Dict:
+    """What a node does each round (see ``sapo_env.types.Action``); ``current_questions()``
+    says how many questions the node has this round (see ``QuestionSequence``)."""
     completion = UnicodeText(
         config.max_completion_chars, sample_max_length=SAMPLE_COMPLETION_CHARS
     )
     return spaces.Dict(
         {
-            "completions": spaces.Tuple(
-                [spaces.Tuple([completion] * config.completions_per_question)]
-                * config.questions_per_round
+            "completions": QuestionSequence(
+                spaces.Tuple([completion] * config.completions_per_question), current_questions
             ),
             "num_external": spaces.Discrete(config.train_budget + 1),
-            "share": spaces.MultiBinary(config.questions_per_round),
+            "share": QuestionSequence(spaces.Discrete(2), current_questions),
         }
     )

@@ -1,10 +1,16 @@
 """The SAPO swarm as a PettingZoo ``ParallelEnv``.
 
-N nodes (``node_0 … node_{n-1}``) each answer B reasoning-gym questions per round with L
-completions, publish (some of) their question groups as plain text to a shared pool, and get
-back a training set of I of their own groups and J groups from the pool, where J is each node's
-own choice that round. The env verifies every completion with reasoning-gym's scorer, computes
-GRPO group advantages and assembles every training set in the same synchronous step.
+N nodes (``node_0 … node_{n-1}``) each answer reasoning-gym questions with L completions,
+publish (some of) their question groups as plain text to a shared pool, and get back a training
+set of I of their own groups and J groups from the pool (I + J = ``train_budget``). The env
+verifies every completion with reasoning-gym's scorer, computes GRPO group advantages and
+assembles every training set in the same synchronous step.
+
+Under the paper's protocol (the default) a node with J external groups answers only
+I = ``train_budget`` - J questions itself, so J trades its own generation against the pool's
+supply; ``questions_per_round=B`` fixes B questions for every node instead. A node's action
+sets its J for its *next* round (J must be known before that round's questions are drawn); the
+observation carries the J in force this round, and ``SwarmConfig.num_external`` sets round 0's.
 
 Arguments (of ``parallel_env``, ``raw_env`` and ``env``):
     n: number of nodes (``SwarmConfig.n_agents``), default 8.
@@ -19,13 +25,18 @@ Example::
 
     >>> import sapo_env
     >>> from agents import DemonstratorAgent
-    >>> env = sapo_env.parallel_env(n=2, max_rounds=3)
+    >>> env = sapo_env.parallel_env(n=2, max_rounds=3)       # J = 4 in round 0: 4 questions
     >>> observations, infos = env.reset(seed=0)
-    >>> nodes = {a: DemonstratorAgent(accuracy=0.5, seed=i) for i, a in enumerate(env.agents)}
+    >>> len(observations["node_0"]["questions"]), observations["node_0"]["num_external"]
+    (4, 4)
+    >>> nodes = {a: DemonstratorAgent(accuracy=0.5, num_external=2, seed=i)
+    ...          for i, a in enumerate(env.agents)}
     >>> actions = {a: nodes[a].act(observations[a]) for a in env.agents}
     >>> observations, rewards, terminations, truncations, infos = env.step(actions)
     >>> [g["local"] for g in observations["node_0"]["batch"]]   # I=4 own, J=4 from node_1
     [True, True, True, True, False, False, False, False]
+    >>> len(observations["node_0"]["questions"])                # J=2 from now on: I=6
+    6
 """
 
 from __future__ import annotations
@@ -71,13 +82,15 @@ class SwarmEnv(ParallelEnv):
         self._keep = get_filter(self.config.filter)
         self._sampler = get_sampler(self.config.external_sampling)
         self._seed_sequence: np.random.SeedSequence | None = None
+        self._questions: QuestionSource | None = None  # set by reset()
         self._last_round: tuple | None = None  # what render() describes
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
         return self._space(self._observation_spaces, spaces.observation_space, agent)
 
     def action_space(self, agent: str) -> gymnasium.spaces.Dict:
-        return self._space(self._action_spaces, spaces.action_space, agent)
+        return self._space(self._action_spaces, lambda config: spaces.action_space(
+            config, lambda: self._num_questions(agent)), agent)
 
     def _space(self, cache: dict, build, agent: str) -> gymnasium.spaces.Dict:
         if agent not in cache:
@@ -86,6 +99,12 @@ class SwarmEnv(ParallelEnv):
                                f"{self.config.n_agents - 1}")
             cache[agent] = build(self.config)
         return cache[agent]
+
+    def _num_questions(self, agent: str) -> int:
+        """Questions ``agent`` answers this round (before reset: in round 0)."""
+        if self._questions is None or agent not in self.agents:
+            return self.config.questions_for(self.config.initial_num_external(agent))
+        return len(self._drawn[agent])
 
     def reset(
         self, seed: int | None = None, options: dict | None = None
@@ -104,18 +123,23 @@ class SwarmEnv(ParallelEnv):
         self._replay = {a: SharedPool(self.config.pool_window - 1, None, self._keep)
                         for a in self.possible_agents} if self._self_replay else {}
         self._batches: dict[str, tuple[Group, ...]] = {a: () for a in self.possible_agents}
+        self._num_external = {a: self.config.initial_num_external(a)
+                              for a in self.possible_agents}
         self.agents = list(self.possible_agents)
         self.round = 0
-        self._drawn = self._questions.draw_round()
+        self._drawn = self._draw_questions()
         self._last_round = None
         return self._observations(), {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return."""
+        if self._questions is None:
+            raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
             raise RuntimeError("step() called on a finished run: call reset() first")
-        parsed = parse_actions(actions, self.agents, self.config)
-        scores = self._score(parsed)  # (nodes, B, L)
+        parsed = parse_actions(actions, {a: len(self._drawn[a]) for a in self.agents},
+                               self.config)
+        scores = self._score(parsed)  # node -> (questions, L)
         groups = self._groups(parsed, scores)
         # Publishing and assembly run the config's filter and sampler, which may be user code
         # that raises: then the pools and sampling streams are put back as they were.
@@ -123,27 +147,34 @@ class SwarmEnv(ParallelEnv):
         try:
             self._pool.publish(self.round, [g for a in self.agents
                                             for g, s in zip(groups[a], parsed[a].share) if s])
-            assemblies = {a: self._assemble(a, groups[a], parsed[a].num_external)
-                          for a in self.agents}
+            assemblies = {a: self._assemble(a, groups[a]) for a in self.agents}
             infos = self._infos(groups, scores, parsed, assemblies)
             for a in self._replay:  # after assembly: a node replays only earlier rounds
                 self._replay[a].publish(self.round, groups[a])
         except BaseException:
             self._restore_sharing_state(saved)
             raise
-        rewards = dict(zip(self.agents, scores.mean(axis=(1, 2)).tolist()))
+        # A node that answered nothing (J = train_budget) earned nothing this round.
+        rewards = {a: float(scores[a].mean()) if scores[a].size else 0.0 for a in self.agents}
         self._batches = {a: assemblies[a].batch for a in self.agents}
-        self._last_round = (self.round, len(self._pool), rewards, parsed, assemblies)
+        self._last_round = (self.round, len(self._pool), rewards, dict(self._num_external),
+                            assemblies)
 
         self.round += 1
         finished = self.round >= self.config.max_rounds
-        self._drawn = self._questions.draw_round()
+        self._num_external = {a: parsed[a].num_external for a in self.agents}
+        self._drawn = self._draw_questions()
         observations = self._observations()
         terminations = {a: False for a in self.agents}
         truncations = {a: finished for a in self.agents}
         if finished:
             self.agents = []
         return observations, rewards, terminations, truncations, infos
+
+    def _draw_questions(self) -> dict[str, list]:
+        """This round's questions: as many per node as its J in force asks for."""
+        return self._questions.draw_round(
+            {a: self.config.questions_for(self._num_external[a]) for a in self.agents})
 
     def _sharing_state(self) -> tuple:
         return (self._pool.state(), {a: p.state() for a, p in self._replay.items()},
@@ -161,24 +192,28 @@ class SwarmEnv(ParallelEnv):
     def _self_replay(self) -> bool:
         return self.config.external_source == "self_replay"
 
-    def _score(self, parsed: dict[str, ParsedAction]) -> np.ndarray:
-        """Verifier scores of every completion, shape (live nodes, B, L)."""
-        return np.stack([
-            [score_completions(d, completions, self._extract)
-             for d, completions in zip(self._drawn[a], parsed[a].completions)]
+    def _score(self, parsed: dict[str, ParsedAction]) -> dict[str, np.ndarray]:
+        """Verifier scores of every completion: per node, shape (its questions, L)."""
+        L = self.config.completions_per_question
+        return {
+            a: np.array([score_completions(d, completions, self._extract)
+                         for d, completions in zip(self._drawn[a], parsed[a].completions)],
+                        dtype=np.float32).reshape(len(self._drawn[a]), L)
             for a in self.agents
-        ])
+        }
 
-    def _groups(self, parsed: dict[str, ParsedAction], scores: np.ndarray
+    def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray]
                 ) -> dict[str, list[Group]]:
         """Every node's groups, with advantages computed for all of them in one call."""
-        advantages = group_advantages(scores, self.config.advantage_eps)
-        return {
-            a: [make_group(a, self.round, k, d.question, reference_answer(d.entry),
-                           parsed[a].completions[k], scores[i, k], advantages[i, k])
-                for k, d in enumerate(self._drawn[a])]
-            for i, a in enumerate(self.agents)
-        }
+        advantages = group_advantages(np.concatenate(list(scores.values())),
+                                      self.config.advantage_eps)
+        groups, row = {}, 0
+        for a in self.agents:
+            groups[a] = [make_group(a, self.round, k, d.question, reference_answer(d.entry),
+                                    parsed[a].completions[k], scores[a][k], advantages[row + k])
+                         for k, d in enumerate(self._drawn[a])]
+            row += len(groups[a])
+        return groups
 
     def _external_source(self, agent: str) -> tuple[SharedPool, str | None]:
         """Where ``agent``'s external groups come from: the shared pool without its own
@@ -187,7 +222,8 @@ class SwarmEnv(ParallelEnv):
             return self._replay[agent], None
         return self._pool, agent
 
-    def _assemble(self, agent: str, own: list[Group], num_external: int) -> Assembly:
+    def _assemble(self, agent: str, own: list[Group]) -> Assembly:
+        num_external = self._num_external[agent]
         local = [g for g in own if self._keep(g)] if self.config.filter_local else own
         pool, excluded = self._external_source(agent)
         candidates = pool.candidates_for(excluded)
@@ -198,16 +234,17 @@ class SwarmEnv(ParallelEnv):
         """Per-node facts of the round; deterministic values only (no timings)."""
         taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
-        group_means = scores.mean(axis=2).tolist()  # every group has L completions
-        zero_advantage = has_zero_advantage(scores).mean(axis=1).tolist()
         infos = {}
-        for i, a in enumerate(self.agents):
+        for a in self.agents:
+            group_means = scores[a].mean(axis=1).tolist()
             by_task: dict[str, list[float]] = {}
-            for g, mean in zip(groups[a], group_means[i]):
+            for g, mean in zip(groups[a], group_means):
                 by_task.setdefault(g["task"], []).append(mean)
-            shared = [m for m, s in zip(group_means[i], parsed[a].share) if s]
+            shared = [m for m, s in zip(group_means, parsed[a].share) if s]
             source, others = self._external_source(a)
             infos[a] = {
+                "num_external": self._num_external[a],
+                "generated_completions": int(scores[a].size),
                 "task_scores": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
                 "local_groups": assemblies[a].num_local,
                 "external_groups": assemblies[a].num_external,
@@ -215,7 +252,8 @@ class SwarmEnv(ParallelEnv):
                 "external_shortfall": assemblies[a].external_shortfall,
                 "pool_size": source.count_for(others),
                 "pool_size_filtered": source.count_for(others, filtered=True),
-                "zero_advantage_fraction": zero_advantage[i],
+                "zero_advantage_fraction": (float(has_zero_advantage(scores[a]).mean())
+                                            if len(scores[a]) else None),
                 "shared_groups": len(shared),
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
@@ -229,9 +267,11 @@ class SwarmEnv(ParallelEnv):
                 "system_prompt": self.config.system_prompt,
                 "completions_per_question": self.config.completions_per_question,
                 "train_budget": self.config.train_budget,
+                "num_external": self._num_external[a],
                 "questions": tuple(d.question for d in self._drawn[a]),
                 "pool": self._pool.from_others(a),
                 "batch": self._batches[a],
+                "action_mask": spaces.ActionMask.for_questions(len(self._drawn[a])),
             }
             for a in self.agents
         }
@@ -243,13 +283,15 @@ class SwarmEnv(ParallelEnv):
             return None
         if self._last_round is None:
             return f"round {self.round}: {len(self.agents)} nodes, nothing played yet"
-        round_, pool_size, rewards, parsed, assemblies = self._last_round
+        round_, pool_size, rewards, num_external, assemblies = self._last_round
         lines = [f"round {round_}: pool {pool_size} groups, swarm mean reward "
                  f"{np.mean(list(rewards.values())):.3f}",
-                 f"{'node':>10} {'reward':>7} {'J':>3} {'local':>6} {'external':>9} {'short':>6}"]
+                 f"{'node':>10} {'reward':>7} {'J':>3} {'answered':>9} {'local':>6} "
+                 f"{'external':>9} {'short':>6}"]
         for a, reward in rewards.items():
             s = assemblies[a]
-            lines.append(f"{a:>10} {reward:7.3f} {parsed[a].num_external:3d} "
+            answered = self.config.questions_for(num_external[a])
+            lines.append(f"{a:>10} {reward:7.3f} {num_external[a]:3d} {answered:9d} "
                          f"{s.num_local:6d} {s.num_external:9d} "
                          f"{s.local_shortfall + s.external_shortfall:6d}")
         return "\n".join(lines)
@@ -261,8 +303,17 @@ class SwarmEnv(ParallelEnv):
 def _make_config(n: int | None, config: SwarmConfig | None, overrides: dict[str, Any]
                  ) -> SwarmConfig:
     if "max_cycles" in overrides:  # PettingZoo's name for the episode length
+        if "max_rounds" in overrides:
+            raise ValueError(f"max_cycles={overrides['max_cycles']!r} and max_rounds="
+                             f"{overrides['max_rounds']!r} both set the run length; give one")
         overrides["max_rounds"] = overrides.pop("max_cycles")
     if n is not None:
+        if "n_agents" in overrides:
+            raise ValueError(f"n={n!r} and n_agents={overrides['n_agents']!r} both set the "
+                             "number of nodes; give one")
+        if config is not None and config.n_agents != n:
+            raise ValueError(f"n={n!r} conflicts with config.n_agents={config.n_agents}; "
+                             "give one of them (or config.replace(n_agents=...))")
         overrides["n_agents"] = n
     unknown = sorted(set(overrides) - set(SwarmConfig.field_names()))
     if unknown:

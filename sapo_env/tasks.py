@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -159,7 +159,7 @@ class QuestionStream:
 
 
 class QuestionSource:
-    """Draws every node's B questions each round, deterministically from a seed sequence."""
+    """Draws every node's questions each round, deterministically from a seed sequence."""
 
     def __init__(self, config: SwarmConfig, seed_sequence: np.random.SeedSequence):
         self.config = config
@@ -185,19 +185,20 @@ class QuestionSource:
         for weights in self._weights.values():
             weights /= weights.sum()
 
-    def _draw_for(self, owner: str) -> list[DrawnQuestion]:
+    def _draw_for(self, owner: str, count: int) -> list[DrawnQuestion]:
         streams = self._streams[owner]
-        choices = self._task_rngs[owner].choice(
-            len(streams), size=self.config.questions_per_round, p=self._weights[owner]
-        )
+        choices = self._task_rngs[owner].choice(len(streams), size=count, p=self._weights[owner])
         return [streams[c].draw() for c in choices]
 
-    def draw_round(self) -> dict[str, list[DrawnQuestion]]:
-        """The questions of the next round, per node."""
+    def draw_round(self, counts: Mapping[str, int]) -> dict[str, list[DrawnQuestion]]:
+        """The questions of the next round: ``counts[node]`` for each node of ``counts``.
+
+        With shared questions every node gets the first ``counts[node]`` of one common draw.
+        """
         if self.config.shared_questions:
-            shared = self._draw_for("shared")
-            return {agent: shared for agent in self.config.agent_names}
-        return {agent: self._draw_for(agent) for agent in self.config.agent_names}
+            shared = self._draw_for("shared", max(counts.values(), default=0))
+            return {agent: shared[:count] for agent, count in counts.items()}
+        return {agent: self._draw_for(agent, count) for agent, count in counts.items()}
 
 
 def score_completions(

@@ -6,7 +6,8 @@
 - ``task/<task>``: the swarm's mean score on each task drawn that round;
 - ``pool/shared``, ``pool/shared_mean_reward``, ``pool/informative_fraction``,
   ``pool/zero_advantage_fraction``;
-- ``sampling/num_external/node_k``, ``sampling/taken_by_others/node_k``,
+- ``sampling/num_external/node_k`` (the J in force), ``sampling/generated_completions/node_k``
+  (the node's generation cost), ``sampling/taken_by_others/node_k``,
   ``sampling/external_shortfall/node_k``;
 - ``learn/<metric>/node_k``: whatever each agent's ``learn`` returned;
 - ``held_out/node_k`` and ``held_out/mean`` when given a ``HeldOutEvaluator``;
@@ -150,8 +151,8 @@ class TensorBoardCallback(Callback):
                 informative.append(info["pool_size_filtered"] / info["pool_size"])
             if "zero_advantage_fraction" in info:
                 zero_adv.append(info["zero_advantage_fraction"])
-            values[f"sampling/num_external/{a}"] = record.actions[a]["num_external"]
-            for key in ("taken_by_others", "external_shortfall"):
+            for key in ("num_external", "generated_completions", "taken_by_others",
+                        "external_shortfall"):
                 if key in info:
                     values[f"sampling/{key}/{a}"] = info[key]
         values |= {f"task/{t}": float(np.mean(s)) for t, s in by_task.items()}

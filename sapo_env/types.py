@@ -50,17 +50,38 @@ class Group(TypedDict):
     local: NotRequired[bool]  #: only inside ``batch``: True for the node's own groups
 
 
+class ActionMask(TypedDict):
+    """Gymnasium's sample mask for the action space: ``action_space.sample(mask)`` draws a
+    valid random action (``completions`` and ``share`` fixed to the round's question count)."""
+
+    completions: tuple[int, None]
+    num_external: None
+    share: tuple[int, None]
+
+
 class Observation(TypedDict):
     round: int
     system_prompt: str
     completions_per_question: int  #: L, completions expected per question
     train_budget: int  #: I + J, groups in each training set (the most J can be)
+    num_external: int  #: J in force this round: this round's training set takes J external groups
+    #: the questions to answer this round: I = train_budget - J of them under the paper's
+    #: protocol (none when J = train_budget), questions_per_round under the fixed one
     questions: tuple[Question, ...]
     pool: tuple[Group, ...]  #: groups from other nodes now in the shared pool
     batch: tuple[Group, ...]  #: training set assembled for this node at the last step
+    action_mask: ActionMask  #: PettingZoo's convention, for sampling random valid actions
 
 
 class Action(TypedDict):
-    completions: tuple[tuple[str, ...], ...]  #: B tuples of L strings, in question order
-    num_external: int  #: J, external groups wanted in the next training set
-    share: NotRequired[Any]  #: length-B 0/1 sequence: which groups to publish (default all)
+    """What a node does in a round.
+
+    ``num_external`` always sets the node's J for its *next* round: J must be known before that
+    round's questions are drawn, since under the paper's protocol the node then answers
+    I = train_budget - J questions. The J of round 0 is ``SwarmConfig.num_external``; the J in
+    force this round is the observation's ``num_external``.
+    """
+
+    completions: tuple[tuple[str, ...], ...]  #: one tuple of L strings per question, in order
+    num_external: int  #: J of the node's next round, in [0, train_budget]
+    share: NotRequired[Any]  #: one 0/1 per question: which groups to publish (default all)

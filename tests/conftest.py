@@ -5,7 +5,7 @@ import pytest
 import sapo_env
 
 # Small swarms keep the suite fast; every mechanism is the same as at the paper's size.
-SMALL = dict(n=3, questions_per_round=2, completions_per_question=3, train_budget=3,
+SMALL = dict(n=3, completions_per_question=3, train_budget=3, num_external=1,
              max_rounds=20)
 ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_digits": 1,
                                          "max_digits": 1})]

@@ -11,7 +11,7 @@ import sapo_env
 
 
 def good(observations):
-    return mixed_actions(observations, num_external=2)
+    return mixed_actions(observations, num_external=1)  # J=1 keeps 2 questions a round
 
 
 def spoil(mutate):
@@ -76,6 +76,7 @@ def snapshot(env):
     """Everything a step may change."""
     return {
         "round": env.round,
+        "num_external": dict(env._num_external),
         "agents": list(env.agents),
         "pool": [g["id"] for g in env._pool.groups],
         "replay": {a: [g["id"] for g in p.groups] for a, p in env._replay.items()},
@@ -111,15 +112,14 @@ def test_a_failing_custom_sampler_changes_nothing(external_source):
         rng.random()  # draws before failing: the stream must be put back too
         return list(candidates[:1]) * 2  # repeated groups: the env rejects them
 
-    settings = dict(SMALL, pool_window=2, external_source=external_source)
+    settings = dict(SMALL, pool_window=2, external_source=external_source, num_external=0)
     env = sapo_env.parallel_env(**settings, external_sampling=sampler)
     reference = sapo_env.parallel_env(**settings, external_sampling=sampler)
     observations, _ = env.reset(seed=4)
     ref_observations, _ = reference.reset(seed=4)
-    zero_j = {a: dict(act, num_external=0) for a, act in good(observations).items()}
-    observations, *_ = env.step(zero_j)  # the sampler is not called with J=0
-    ref_observations, *_ = reference.step(
-        {a: dict(act, num_external=0) for a, act in good(ref_observations).items()})
+    # J=0 in force: no sampler call yet; J=2 from the next round
+    observations, *_ = env.step(mixed_actions(observations, num_external=2))
+    ref_observations, *_ = reference.step(mixed_actions(ref_observations, num_external=2))
     before = snapshot(env)
     with pytest.raises(ValueError, match="external_sampling must return distinct groups"):
         env.step(good(observations))

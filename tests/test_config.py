@@ -6,7 +6,8 @@ from sapo_env import PAPER_TASKS, SwarmConfig, TaskSpec
 def test_paper_defaults():
     c = SwarmConfig()
     assert (c.n_agents, c.questions_per_round, c.completions_per_question, c.train_budget,
-            c.max_rounds) == (8, 8, 8, 8, 2000)
+            c.initial_num_external("node_0"), c.max_rounds) == (8, None, 8, 8, 4, 2000)
+    assert c.paper_protocol and c.max_questions == 8
     assert c.filter == "zero_advantage" and not c.filter_local
     assert c.external_source == "swarm" and c.external_sampling == "uniform"
     assert c.pool_window == 1 and c.answer_format == "tag" and not c.shared_questions
@@ -25,11 +26,34 @@ def test_paper_defaults():
     ("pool_window", 0), ("pool_capacity", 0), ("max_completion_chars", 0),
     ("advantage_eps", 0.0), ("filter", "top_k"), ("external_sampling", "greedy"),
     ("answer_format", "xml"), ("external_source", "cloud"), ("filter_local", "yes"),
-    ("shared_questions", 1),
+    ("shared_questions", 1), ("num_external", 9), ("num_external", -1), ("num_external", 2.0),
+    ("num_external", True),
 ])
 def test_bad_values_name_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         SwarmConfig(**{field: value})
+
+
+def test_two_protocols_and_question_counts():
+    paper = SwarmConfig()
+    assert [paper.questions_for(j) for j in (0, 2, 4, 6, 8)] == [8, 6, 4, 2, 0]
+    fixed = SwarmConfig(questions_per_round=16)
+    assert not fixed.paper_protocol and fixed.max_questions == 16
+    assert {fixed.questions_for(j) for j in range(9)} == {16}
+
+
+def test_num_external_per_node():
+    c = SwarmConfig(n_agents=3, num_external={"node_0": 0, "node_1": 8, "node_2": 4})
+    assert [c.initial_num_external(a) for a in c.agent_names] == [0, 8, 4]
+    assert SwarmConfig(n_agents=2, num_external=2).initial_num_external("node_1") == 2
+    with pytest.raises(ValueError, match=r"num_external.*missing \['node_2'\]"):
+        SwarmConfig(n_agents=3, num_external={"node_0": 0, "node_1": 8})
+    with pytest.raises(ValueError, match=r"num_external\['node_1'\].*\[0, 8\]"):
+        SwarmConfig(n_agents=2, num_external={"node_0": 0, "node_1": 9})
+    with pytest.raises(ValueError, match=r"num_external.*\[0, 3\].*got 4"):
+        SwarmConfig(train_budget=3, num_external=4)
+    # the default: half the budget, the paper's 4/4 at its budget of 8
+    assert SwarmConfig(train_budget=5).initial_num_external("node_0") == 2
 
 
 def test_task_specs_in_every_form():

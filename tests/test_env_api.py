@@ -16,6 +16,32 @@ def test_parallel_api():
     parallel_api_test(sapo_env.parallel_env(**SMALL), num_cycles=40)
 
 
+def test_fixed_protocol_passes_the_api_tests():
+    fixed = dict(SMALL, questions_per_round=2)
+    parallel_api_test(sapo_env.parallel_env(**fixed), num_cycles=20)
+    api_test(sapo_env.env(**fixed), num_cycles=20)
+    parallel_seed_test(lambda: sapo_env.parallel_env(**fixed))
+
+
+def test_random_actions_change_J_and_question_counts_every_round(small_env):
+    """What PettingZoo's tests do: sample(observation["action_mask"]) is always valid, while
+    the sampled J moves the next round's question count around, free riding included."""
+    observations, _ = small_env.reset(seed=0)
+    for k, a in enumerate(small_env.agents):
+        small_env.action_space(a).seed(k)
+    counts = set()
+    for _ in range(15):
+        actions = {a: small_env.action_space(a).sample(observations[a]["action_mask"])
+                   for a in small_env.agents}
+        actions["node_2"] = small_env.action_space("node_2").sample()  # no mask: also valid
+        observations, rewards, *_ = small_env.step(actions)
+        for a in small_env.agents:
+            assert len(observations[a]["questions"]) == 3 - actions[a]["num_external"]
+            counts.add(len(observations[a]["questions"]))
+        assert all(r <= 0.1 for r in rewards.values())  # random text scores (almost) 0
+    assert counts == {0, 1, 2, 3}
+
+
 def test_parallel_seed():
     parallel_seed_test(lambda: sapo_env.parallel_env(**SMALL))
 
@@ -41,6 +67,7 @@ def test_factories_and_registry():
     assert sapo_env.parallel_env(max_cycles=7).config.max_rounds == 7
     with pytest.raises(ValueError, match="unknown SwarmConfig fields"):
         sapo_env.parallel_env(questions=3)
+    assert sapo_env.parallel_env(n=5, config=sapo_env.SwarmConfig(n_agents=5)).max_num_agents == 5
     aec = sapo_env.env(n=2)
     assert isinstance(aec, pettingzoo.AECEnv)
     made = pettingzoo.make("parallel", "sapo/Swarm-v0", n=2, max_cycles=3)
@@ -76,14 +103,15 @@ def test_propositional_logic_questions_fit_the_space():
     assert env.observation_space("node_0").contains(observations["node_0"])
 
 
-def test_sampled_actions_are_valid_and_score_zero(small_env):
-    small_env.reset(seed=0)
-    for a in small_env.agents:
-        small_env.action_space(a).seed(0)
-    for _ in range(5):
-        actions = {a: small_env.action_space(a).sample() for a in small_env.agents}
-        _, rewards, *_ = small_env.step(actions)
-        assert all(r <= 0.1 for r in rewards.values())
+def test_action_mask_is_in_the_observation_space(small_env):
+    observations, _ = small_env.reset(seed=0)
+    space = small_env.observation_space("node_0")["action_mask"]
+    assert observations["node_0"]["action_mask"] == {"completions": (2, None),
+                                                     "num_external": None, "share": (2, None)}
+    assert space.contains(observations["node_0"]["action_mask"])
+    assert not space.contains({"completions": (4, None), "num_external": None,
+                               "share": (4, None)})  # more than train_budget questions
+    assert space.contains(space.sample())
 
 
 def test_spaces_are_cached_objects(small_env):
@@ -107,6 +135,16 @@ def test_reset_without_seed_continues_the_stream(small_env):
     again, _ = small_env.reset(seed=3)
     assert data_equivalence(first, again)
     assert not data_equivalence(first, second)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(n=8, n_agents=4), "n=8 and n_agents=4"),
+    (dict(n=8, config=sapo_env.SwarmConfig(n_agents=4)), "n=8 conflicts with config.n_agents=4"),
+    (dict(max_cycles=5, max_rounds=6), "max_cycles=5 and max_rounds=6"),
+])
+def test_conflicting_arguments_are_an_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sapo_env.parallel_env(**kwargs)
 
 
 def test_unknown_node_has_no_space(small_env):

@@ -68,12 +68,17 @@ def test_groups_carry_text_answer_and_ref(small_env):
 
 
 def test_batch_has_I_local_and_J_external_never_own():
+    """Fixed protocol (B=4 questions whatever J); the J an action asks for is in force the
+    round after."""
     env = sapo_env.parallel_env(n=4, questions_per_round=4, completions_per_question=2,
-                                train_budget=5, max_rounds=5)
+                                train_budget=5, num_external=0, max_rounds=6)
     observations, _ = env.reset(seed=0)
-    for J in range(5):  # one round per J: max_rounds=5
-        observations, _, _, _, infos = env.step(mixed_actions(observations, num_external=J))
+    for asked in [*range(1, 6), 0]:  # in force: 0, 1, ..., 5
+        J = observations["node_0"]["num_external"]
+        assert [len(o["questions"]) for o in observations.values()] == [4] * 4
+        observations, _, _, _, infos = env.step(mixed_actions(observations, num_external=asked))
         for a in env.agents:
+            assert infos[a]["num_external"] == J and observations[a]["num_external"] == asked
             batch = observations[a]["batch"]
             local = [g for g in batch if g["local"]]
             external = [g for g in batch if not g["local"]]
@@ -83,6 +88,75 @@ def test_batch_has_I_local_and_J_external_never_own():
             assert len(local) == min(5 - J, 4)
             assert infos[a]["local_shortfall"] == max(0, 5 - J - 4)
             assert infos[a]["external_shortfall"] == 0
+            assert infos[a]["generated_completions"] == 4 * 2
+
+
+def test_paper_protocol_question_counts_follow_J_one_round_later():
+    env = sapo_env.parallel_env(n=3, completions_per_question=2, max_rounds=6,
+                                num_external={"node_0": 0, "node_1": 4, "node_2": 8})
+    observations, _ = env.reset(seed=0)
+    assert [observations[a]["num_external"] for a in env.agents] == [0, 4, 8]  # from the config
+    assert [len(observations[a]["questions"]) for a in env.agents] == [8, 4, 0]
+    plan = [[2, 6, 8], [8, 0, 3], [5, 5, 5], [0, 0, 0], [4, 4, 4]]  # J asked, per round
+    in_force = [0, 4, 8]
+    for asked in plan:
+        actions = mixed_actions(observations)
+        for a, j in zip(env.agents, asked):
+            actions[a]["num_external"] = j
+        observations, rewards, _, _, infos = env.step(actions)
+        for k, a in enumerate(env.agents):
+            num_local = 8 - in_force[k]
+            assert infos[a]["num_external"] == in_force[k]
+            assert infos[a]["generated_completions"] == 2 * num_local  # the generation cost
+            assert infos[a]["local_groups"] == num_local
+            assert infos[a]["external_groups"] + infos[a]["external_shortfall"] == in_force[k]
+            assert observations[a]["num_external"] == asked[k]
+            assert len(observations[a]["questions"]) == 8 - asked[k]
+            assert env.observation_space(a).contains(observations[a])
+        # the pool holds what the others generated: 7 x I at n=8, here the two others' groups
+        assert len(env._pool) == sum(8 - j for j in in_force)
+        in_force = asked
+
+
+def test_free_rider_answers_nothing_and_only_consumes():
+    env = sapo_env.parallel_env(n=3, completions_per_question=2, max_rounds=3,
+                                num_external={"node_0": 8, "node_1": 2, "node_2": 2})
+    observations, _ = env.reset(seed=0)
+    free = observations["node_0"]
+    assert free["questions"] == () and free["action_mask"]["completions"] == (0, None)
+    actions = mixed_actions(observations, num_external=2)
+    actions["node_0"] = {"completions": (), "num_external": 8, "share": []}
+    observations, rewards, _, _, infos = env.step(actions)
+    assert rewards["node_0"] == 0.0  # earned nothing: answered nothing
+    assert infos["node_0"]["generated_completions"] == 0 and infos["node_0"]["shared_groups"] == 0
+    assert infos["node_0"]["zero_advantage_fraction"] is None
+    assert infos["node_0"]["task_scores"] == {}
+    batch = observations["node_0"]["batch"]
+    assert len(batch) == 8 and not any(g["local"] for g in batch)  # 2 x 6 informative groups
+    assert {g["source"] for g in batch} == {"node_1", "node_2"}
+    with pytest.raises(ValueError, match="node_0.*expected completions for 0 questions"):
+        env.step({**mixed_actions(observations, num_external=8),
+                  "node_0": {"completions": (("x", "y"),), "num_external": 8}})
+
+
+def test_oversampled_filtered_baseline_trains_on_informative_groups_only():
+    """The control that can falsify 'filtering explains SAPO': 16 questions, own
+    zero-advantage groups dropped, up to 8 informative ones trained on."""
+    env = sapo_env.parallel_env(n=2, completions_per_question=2, questions_per_round=16,
+                                filter_local=True, num_external=0, max_rounds=2,
+                                tasks=ARITHMETIC)
+    observations, _ = env.reset(seed=0)
+    assert [len(o["questions"]) for o in observations.values()] == [16, 16]
+    actions = mixed_actions(observations, num_external=0)
+    for k in range(0, 16, 2):  # every other group all right: zero advantage
+        right = actions["node_0"]["completions"][k][0]
+        actions["node_0"]["completions"] = (actions["node_0"]["completions"][:k] + ((right,) * 2,)
+                                            + actions["node_0"]["completions"][k + 1:])
+    observations, _, _, _, infos = env.step(actions)
+    assert infos["node_0"]["generated_completions"] == 32
+    batch = observations["node_0"]["batch"]
+    assert len(batch) == 8 and all(g["local"] for g in batch)
+    assert sorted(int(g["id"].rsplit("q", 1)[1]) for g in batch) == list(range(1, 16, 2))
 
 
 def test_zero_advantage_groups_are_filtered_with_a_reported_shortfall(small_env):
@@ -90,8 +164,8 @@ def test_zero_advantage_groups_are_filtered_with_a_reported_shortfall(small_env)
     observations, _, _, _, infos = small_env.step(fixed_actions(observations, num_external=2))
     for a in small_env.agents:
         batch = observations[a]["batch"]
-        assert [g["local"] for g in batch] == [True]  # I=1 local kept: the paper filters
-        assert infos[a]["external_shortfall"] == 2  # only external groups
+        assert [g["local"] for g in batch] == [True, True]  # I=2 local kept: the paper
+        assert infos[a]["external_shortfall"] == 1  # filters only external groups
         assert infos[a]["pool_size"] == 4 and infos[a]["pool_size_filtered"] == 0
         assert infos[a]["zero_advantage_fraction"] == 1.0
 
@@ -126,14 +200,14 @@ def test_share_mask_controls_publication(small_env):
     assert infos["node_1"]["shared_groups"] == 1 and infos["node_2"]["shared_groups"] == 0
     assert infos["node_2"]["shared_mean_reward"] is None
     assert infos["node_1"]["taken_by_others"] == 2  # node_0 and node_2 took its one group
-    assert infos["node_0"]["external_shortfall"] == 2
+    assert infos["node_0"]["pool_size"] == 1 and infos["node_0"]["external_shortfall"] == 0
 
 
 def test_window_keeps_stale_groups():
     env = sapo_env.parallel_env(**SMALL, pool_window=3)
     observations, _ = env.reset(seed=0)
     for t in range(4):
-        observations, *_ = env.step(mixed_actions(observations, num_external=3))
+        observations, *_ = env.step(mixed_actions(observations, num_external=1))
         rounds = sorted({g["round"] for g in observations["node_0"]["pool"]})
         assert rounds == list(range(max(0, t - 2), t + 1))
         assert len(observations["node_0"]["pool"]) == 4 * len(rounds)
@@ -152,16 +226,17 @@ def test_self_replay_uses_own_earlier_groups_only():
     env = sapo_env.parallel_env(**SMALL, external_source="self_replay", pool_window=3)
     observations, _ = env.reset(seed=0)
     observations, _, _, _, infos = env.step(mixed_actions(observations, num_external=2))
-    assert infos["node_0"]["external_groups"] == 0 and infos["node_0"]["external_shortfall"] == 2
-    for t in range(1, 5):
+    assert infos["node_0"]["external_groups"] == 0 and infos["node_0"]["external_shortfall"] == 1
+    # from round 1 on J=2: one question a round (round 0 had 2); the window keeps 2 rounds
+    for t, replayable in zip(range(1, 5), [2, 3, 2, 2]):
         actions = mixed_actions(observations, num_external=2)
-        actions["node_0"]["share"] = [0, 0]  # replay does not depend on sharing
+        actions["node_0"]["share"] = [0]  # replay does not depend on sharing
         observations, _, _, _, infos = env.step(actions)
         for a in env.agents:
             external = [g for g in observations[a]["batch"] if not g["local"]]
             assert len(external) == 2
             assert all(g["source"] == a and t - 2 <= g["round"] < t for g in external)
-            assert infos[a]["pool_size"] == 2 * min(t, 2)
+            assert infos[a]["pool_size"] == replayable
 
 
 def test_shared_questions_and_specialists():
@@ -197,9 +272,10 @@ def test_infos_are_complete(small_env):
     assert infos == {a: {} for a in small_env.agents}
     _, _, _, _, infos = small_env.step(mixed_actions(observations))
     assert set(infos["node_0"]) == {
-        "task_scores", "local_groups", "external_groups", "local_shortfall",
-        "external_shortfall", "pool_size", "pool_size_filtered", "zero_advantage_fraction",
-        "shared_groups", "shared_mean_reward", "taken_by_others"}
+        "num_external", "generated_completions", "task_scores", "local_groups",
+        "external_groups", "local_shortfall", "external_shortfall", "pool_size",
+        "pool_size_filtered", "zero_advantage_fraction", "shared_groups", "shared_mean_reward",
+        "taken_by_others"}
     assert all(0 <= v <= 1 for v in infos["node_0"]["task_scores"].values())
 
 
@@ -211,8 +287,13 @@ def test_truncation_after_max_rounds():
     observations, _, terminations, truncations, _ = env.step(fixed_actions(observations))
     assert all(truncations.values()) and not any(terminations.values())
     assert env.agents == [] and set(observations) == {"node_0", "node_1", "node_2"}
-    with pytest.raises(RuntimeError, match="reset"):
+    with pytest.raises(RuntimeError, match="finished run.*reset"):
         env.step({})
+
+
+def test_step_before_reset_says_so():
+    with pytest.raises(RuntimeError, match=r"before reset\(\)"):
+        sapo_env.parallel_env(**SMALL).step({})
 
 
 def test_nothing_printed_to_stdout(capfd):

@@ -16,6 +16,7 @@ def make_history(rewards, infos=None, learn=None) -> History:
     agents = tuple(f"node_{i}" for i in range(rewards.shape[1]))
     return History(agents=agents, config=SwarmConfig(n_agents=len(agents)), rewards=rewards,
                    num_external=np.zeros(rewards.shape, dtype=np.int64),
+                   generated=np.full(rewards.shape, 64, dtype=np.int64),
                    infos=infos if infos is not None else [{} for _ in rewards],
                    learn_metrics=learn if learn is not None else [{} for _ in rewards])
 

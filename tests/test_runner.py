@@ -17,7 +17,10 @@ def test_history_shapes_and_cumulative_rewards():
     history = sapo_env.run(env, swarm(), seed=0, progress=False)
     assert history.agents == ("node_0", "node_1", "node_2")
     assert history.rewards.shape == (6, 3) and history.rounds == 6
-    assert history.num_external.tolist() == [[1, 2, 3]] * 6
+    # the J in force: round 0's from the config (SMALL: 1), then what each node asked for
+    assert history.num_external.tolist() == [[1, 1, 1]] + [[1, 2, 3]] * 5
+    assert history.generated.tolist() == [[6, 6, 6]] + [[6, 3, 0]] * 5  # I x L completions
+    assert history.generated_per_node_round == pytest.approx((18 + 5 * 9) / 18)
     np.testing.assert_allclose(history.swarm_mean, history.rewards.mean(axis=1))
     assert history.cumulative_reward == pytest.approx(history.rewards.mean(axis=1).sum())
     assert history.cumulative_reward_total == pytest.approx(history.rewards.sum())
@@ -83,10 +86,10 @@ class Learner(RandomAgent):
 def test_learn_gets_the_assembled_batch_and_metrics_are_kept():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2, "filter": "none"})
     learner = Learner(num_external=2)
-    history = sapo_env.run(env, [learner, RandomAgent(seed=1), RandomAgent(seed=2)],
-                           progress=False)
+    history = sapo_env.run(env, [learner, RandomAgent(num_external=1, seed=1),
+                                 RandomAgent(num_external=1, seed=2)], progress=False)
     assert [len(b) for b in learner.batches] == [3, 3]
-    assert [sum(not g["local"] for g in b) for b in learner.batches] == [2, 2]
+    assert [sum(not g["local"] for g in b) for b in learner.batches] == [1, 2]  # J: 1, then 2
     assert history.learn_metrics[0]["node_0"] == {"groups": 3.0}
     assert history.learn_metrics[0]["node_1"] == {}
 
@@ -97,7 +100,7 @@ class Joint:
 
     def act_jointly(self, observations):
         self.calls.append(sorted(observations))
-        return {a: RandomAgent(seed=0).act(o) for a, o in observations.items()}
+        return {a: RandomAgent(num_external=1, seed=0).act(o) for a, o in observations.items()}
 
 
 class Member(RandomAgent):
@@ -112,7 +115,8 @@ class Member(RandomAgent):
 def test_joint_actors_act_once_for_their_members():
     joint = Joint()
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2})
-    sapo_env.run(env, [Member(joint), RandomAgent(), Member(joint)], progress=False)
+    sapo_env.run(env, [Member(joint), RandomAgent(num_external=1), Member(joint)],
+                 progress=False)
     assert joint.calls == [["node_0", "node_2"]] * 2
 
 

@@ -203,7 +203,9 @@ def test_reward_rises_in_isolation():
 def run_swarm(n, rounds, seed=0, config=None, **overrides):
     import sapo_env
 
-    env = sapo_env.parallel_env(n=n, max_rounds=rounds)
+    # the env's J of round 0 is the learners' J (a learner's action sets it from round 1 on)
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds,
+                                num_external=overrides.get("num_external", 0))
     nodes = simulated_swarm(env.possible_agents, seed=seed, config=config, **overrides)
     return sapo_env.run(env, nodes, seed=seed, progress=False), nodes
 

@@ -10,9 +10,11 @@ from sapo_env.answers import extract_tag
 from sapo_env.tasks import QuestionSource, reference_answer, resolve, score_completions
 
 
-def draw(config, seed=0, rounds=1):
+def draw(config, seed=0, rounds=1, counts=None):
+    """``rounds`` rounds of questions; ``counts`` per node (default: config.max_questions)."""
     source = QuestionSource(config, np.random.SeedSequence(seed))
-    return [source.draw_round() for _ in range(rounds)]
+    counts = counts or {a: config.max_questions for a in config.agent_names}
+    return [source.draw_round(counts) for _ in range(rounds)]
 
 
 @pytest.mark.parametrize("spec", PAPER_TASKS, ids=lambda s: s.name)
@@ -70,9 +72,25 @@ def test_task_weights_and_shared_questions():
                          questions_per_round=8, shared_questions=True)
     rounds = draw(config, rounds=20)
     for r in rounds:
-        assert r["node_0"] is r["node_1"] is r["node_2"]
+        assert r["node_0"] == r["node_1"] == r["node_2"]
     tasks = [d.question["task"] for r in rounds for d in r["node_0"]]
     assert 0.8 < tasks.count("basic_arithmetic") / len(tasks) < 0.98
+
+
+def test_shared_questions_with_different_counts_are_one_draw():
+    """Under the paper's protocol nodes answer different numbers of questions; with shared
+    questions each gets the first ones of one common draw."""
+    config = SwarmConfig(n_agents=3, shared_questions=True)
+    r = draw(config, counts={"node_0": 2, "node_1": 8, "node_2": 0})[0]
+    assert (len(r["node_0"]), len(r["node_1"]), r["node_2"]) == (2, 8, [])
+    assert r["node_0"] == r["node_1"][:2]
+
+
+def test_question_counts_per_node():
+    config = SwarmConfig(n_agents=3)
+    r = draw(config, counts={"node_0": 6, "node_1": 0, "node_2": 3})[0]
+    assert [len(r[a]) for a in ("node_0", "node_1", "node_2")] == [6, 0, 3]
+    assert not {d.question["id"] for d in r["node_0"]} & {d.question["id"] for d in r["node_2"]}
 
 
 def test_node_tasks_make_specialists():
