@@ -2,13 +2,21 @@
 
 The paper (arXiv 2509.08721, Section 5) trains 8 nodes for 2000 rounds with I local and J
 external groups per round, I + J = 8, and reports the cumulative reward of 8/0 (no sharing),
-6/2, 4/4 and 2/6. ``reproduce`` runs those four configurations plus two controls its reviewers
-asked for, over several seeds:
+6/2, 4/4 and 2/6. In its protocol a node with J external groups answers only I questions itself
+("each agent samples I specialties, receives one question per specialty"), so sharing saves
+generation and the pool shrinks as the nodes take more. ``reproduce`` runs those four
+configurations under that protocol (``protocol="fixed"``: every node answers 8 questions
+whatever its J, the protocol of sapo-env before 0.2) plus two controls its reviewers asked
+for, over several seeds:
 
-- ``8/0 filtered``: the no-sharing baseline that also drops its own zero-advantage groups
-  (``filter_local=True``), so that filtering alone cannot explain SAPO's gain;
-- ``4/4 self-replay``: the J slots filled from the node's *own* informative groups of the
-  previous round (``external_source="self_replay"``), so that reuse alone cannot either.
+- ``8/0 oversampled + filtered``: the no-sharing baseline draws 16 questions, drops its own
+  zero-advantage groups and trains on up to 8 informative ones (at twice the generation cost),
+  so that filtering alone could explain SAPO's gain if it did. (Filtering without oversampling
+  only removes groups that carry no gradient and replaces none, so it cannot differ from 8/0
+  for a GRPO learner: no control at all.)
+- ``4/4 self-replay``: the node answers 4 questions and fills the J slots from its *own*
+  informative groups of the previous round (``external_source="self_replay"``), so that reuse
+  alone cannot either.
 
 With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the
 whole sweep takes minutes on a laptop, and says something about sampling dynamics, nothing
@@ -17,7 +25,9 @@ about language models. ``learner="grpo"`` runs ``agents.GRPOAgent`` language mod
 Outputs in ``out``:
     ``results.md``, ``results.csv``   cumulative reward, mean and 95% CI over seeds, its ratio
                                       to 8/0 (paired by seed), the paper's numbers beside it,
-                                      the final moving reward and held-out pass@1
+                                      completions generated per node-round, reward per 1,000
+                                      generated completions, the final moving reward and
+                                      held-out pass@1
     ``figure1_trajectories.png``      per-node moving reward, one panel per configuration
     ``figure2_moving_average.png``    moving-average swarm reward with the min/max band over
                                       nodes, all configurations in one panel
@@ -62,6 +72,7 @@ from tqdm.auto import tqdm
 logger = logging.getLogger(__name__)
 
 Learner = Literal["sim", "grpo"]
+Protocol = Literal["paper", "fixed"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +92,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("6/2", "6-2", 2, {}, 854.43),
     Experiment("4/4", "4-4", 4, {}, 1093.31, "the paper's best"),
     Experiment("2/6", "2-6", 6, {}, 945.87, "oscillates in the paper"),
-    Experiment("8/0 filtered", "8-0-filtered", 0, {"filter_local": True}, None,
-               "control: the baseline filters its own zero-advantage groups"),
+    Experiment("8/0 oversampled + filtered", "8-0-oversampled-filtered", 0,
+               {"questions_per_round": 16, "filter_local": True}, None,
+               "control: 16 questions, trains on up to 8 informative own groups"),
     Experiment("4/4 self-replay", "4-4-self-replay", 4,
                {"external_source": "self_replay", "pool_window": 2}, None,
                "control: J slots from the node's own groups of the last round"),
@@ -113,6 +125,11 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return float(x.mean()), t_quantile_975(len(x) - 1) * float(x.std(ddof=1)) / np.sqrt(len(x))
 
 
+QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
+                         "held_out_questions": 16, "out": "out/reproduce-quick"}
+"""What ``quick=True`` changes (where the field is left at its default)."""
+
+
 @dataclass(frozen=True)
 class ReproduceConfig:
     """Settings of a reproduction sweep. ``quick=True`` changes the defaults marked (quick)."""
@@ -125,19 +142,24 @@ class ReproduceConfig:
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
     experiments: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)
     """Configurations to run, by label or slug (see ``EXPERIMENTS``)."""
+    protocol: Protocol = "paper"
+    """``"paper"``: a node with J external groups answers I = 8 - J questions (the paper's
+    Section 5); ``"fixed"``: every node answers 8 questions whatever its J and trains on I of
+    them (sapo-env's protocol before 0.2, kept for comparison). The oversampled control draws
+    16 under both."""
     seeds: int = 3
-    """Seeds per configuration (quick: 2). Seed k is the same across configurations, so
-    ratios to 8/0 are paired."""
+    """Seeds per configuration (quick: see ``QUICK``). Seed k is the same across
+    configurations, so ratios to 8/0 are paired."""
     base_seed: int = 0
     """Root of every seed of the sweep."""
     rounds: int = 2000
-    """Rounds per run (quick: 100)."""
+    """Rounds per run (quick: see ``QUICK``)."""
     n_agents: int = 8
     """Nodes per swarm."""
     held_out_every: int = 100
-    """Rounds between held-out evaluations (quick: 25)."""
+    """Rounds between held-out evaluations (quick: see ``QUICK``)."""
     held_out_questions: int = 64
-    """Questions in the held-out set (quick: 16)."""
+    """Questions in the held-out set (quick: see ``QUICK``)."""
     jobs: int | None = None
     """Runs in parallel processes; None: one per CPU core."""
     tensorboard: bool = True
@@ -149,7 +171,8 @@ class ReproduceConfig:
     progress: bool = True
     """Show a progress bar over runs."""
     quick: bool = False
-    """A one-minute smoke version: fewer rounds, seeds and held-out questions."""
+    """A one-minute version (``QUICK``): fewer rounds, seeds and held-out questions. Its table
+    says which of its differences are distinguishable from noise."""
     grpo_max_new_tokens: int = 256
     """GRPO learner only: tokens generated per completion."""
     swarm: Mapping[str, Any] = field(default_factory=dict)
@@ -160,12 +183,13 @@ class ReproduceConfig:
     def __post_init__(self) -> None:
         if self.quick:
             defaults = {f.name: f.default for f in dataclasses.fields(self)}
-            for name, value in (("rounds", 100), ("seeds", 2), ("held_out_every", 25),
-                                ("held_out_questions", 16), ("out", "out/reproduce-quick")):
+            for name, value in QUICK.items():
                 if getattr(self, name) == defaults[name]:
                     object.__setattr__(self, name, value)
         if self.learner not in ("sim", "grpo"):
             raise ValueError(f"learner must be 'sim' or 'grpo', got {self.learner!r}")
+        if self.protocol not in ("paper", "fixed"):
+            raise ValueError(f"protocol must be 'paper' or 'fixed', got {self.protocol!r}")
         if self.learner == "grpo" and not self.model:
             raise ValueError("model must name a model when learner='grpo' (e.g. "
                              "'Qwen/Qwen2.5-0.5B-Instruct' or 'smollm2-135m'), got None")
@@ -190,7 +214,8 @@ class ReproduceConfig:
 
         unknown = sorted(set(self.swarm) - set(SwarmConfig.field_names()))
         reserved = sorted(set(self.swarm) & {"n_agents", "max_rounds", "filter_local",
-                                             "external_source", "train_budget"})
+                                             "external_source", "train_budget",
+                                             "questions_per_round", "num_external"})
         if unknown or reserved:
             raise ValueError(f"swarm: unknown SwarmConfig fields {unknown} or fields the sweep "
                              f"sets itself {reserved}")
@@ -200,6 +225,20 @@ class ReproduceConfig:
             raise ValueError(f"swarm must be JSON-serialisable (it names the runs): {error}"
                              ) from None
         object.__setattr__(self, "swarm", dict(self.swarm))
+        for label in self.experiments:  # fail now, not in a worker process minutes later
+            try:
+                self.swarm_config(BY_LABEL[label])
+            except ValueError as error:
+                raise ValueError(f"swarm: {error} (in configuration {label!r})") from None
+
+    def swarm_config(self, experiment: Experiment) -> Any:
+        """The ``SwarmConfig`` of one configuration of the sweep."""
+        from sapo_env.config import SwarmConfig
+
+        protocol = {} if self.protocol == "paper" else {"questions_per_round": 8}
+        return SwarmConfig(n_agents=self.n_agents, max_rounds=self.rounds,
+                           num_external=experiment.num_external,
+                           **{**self.swarm, **protocol, **experiment.overrides})
 
 
 @dataclass(frozen=True)
@@ -227,6 +266,7 @@ class RunSpec:
         e = BY_LABEL[self.experiment]
         payload = {
             "version": __version__, "experiment": dataclasses.asdict(e), "seed": self.seed_index,
+            "protocol": c.protocol,
             "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
             "learner": c.learner, "model": c.model, "held_out": [c.held_out_every,
                                                                  c.held_out_questions],
@@ -274,7 +314,7 @@ def run_one(spec: RunSpec) -> Path:
     from sapo_env import metrics
 
     c, e = spec.config, BY_LABEL[spec.experiment]
-    env = sapo_env.parallel_env(n=c.n_agents, max_rounds=c.rounds, **{**c.swarm, **e.overrides})
+    env = sapo_env.parallel_env(config=c.swarm_config(e))
     env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
     agents = make_agents(spec, env.possible_agents, agent_seed)
     evaluator = metrics.HeldOutEvaluator(every=c.held_out_every,
@@ -301,6 +341,7 @@ def run_one(spec: RunSpec) -> Path:
     held = evaluator.result
     arrays = {
         "rewards": history.rewards, "num_external": history.num_external,
+        "generated": history.generated,
         "held_out_rounds": np.asarray(held.rounds if held else [], dtype=np.int64),
         "held_out_scores": held.as_array() if held else np.zeros((0, c.n_agents)),
         "pool_shared": pool.shared, "pool_shared_mean_reward": pool.shared_mean_reward,
@@ -354,6 +395,9 @@ class Row:
     ratio_ci: float | None
     paper: float | None
     paper_ratio: float | None
+    generated: float  #: completions generated per node-round (the generation cost)
+    #: cumulative reward per 1,000 completions a node generated over the run
+    reward_per_1k: float
     final_reward: float  #: moving reward over the last window, mean over seeds
     held_out: float | None  #: held-out pass@1 at the last evaluation, mean over nodes, seeds
     note: str
@@ -391,11 +435,14 @@ def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) ->
         if base is not None and np.all(base > 0):  # no ratio to a baseline that earned nothing
             ratio, ratio_ci = mean_ci(cumulative[label] / base)
         final = float(np.mean([np.nanmean(r["rewards"][-window:]) for r in rs]))
+        generated = np.array([r["generated"].sum(axis=0).mean() for r in rs])  # per node
         held = [r["held_out_scores"][-1].mean() for r in rs if len(r["held_out_scores"])]
         rows.append(Row(
             experiment=label, local=budget - e.num_external, external=e.num_external,
             seeds=len(rs), cumulative=mean, cumulative_ci=ci, ratio=ratio, ratio_ci=ratio_ci,
             paper=e.paper, paper_ratio=(e.paper / paper_base) if e.paper else None,
+            generated=float(generated.mean()) / config.rounds,
+            reward_per_1k=float(np.mean(1000 * cumulative[label] / generated)),
             final_reward=final, held_out=float(np.mean(held)) if held else None, note=e.note,
         ))
     return rows
@@ -412,24 +459,61 @@ def _fmt(value: float | None, ci: float | None = None, digits: int = 1) -> str:
 
 def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
     learner = "simulated learners" if config.learner == "sim" else f"GRPO ({config.model})"
+    seeds = seeds_text(config)
+    protocol = ("the paper's protocol (a node with J external groups answers 8 - J questions)"
+                if config.protocol == "paper" else
+                "the fixed protocol (every node answers 8 questions whatever its J)")
     lines = [
         f"Cumulative reward (sum over rounds of the swarm-mean reward), {config.n_agents} nodes, "
-        f"{config.rounds} rounds, {learner}; mean ± 95% CI over {config.seeds} seeds. The "
+        f"{config.rounds} rounds, {learner}, {protocol}; mean ± 95% CI over {seeds}. The "
         "ratio to 8/0 is paired by seed. The paper's column is Qwen2.5-0.5B, 8 nodes, 2000 "
         "rounds, one seed" + (": compare ratios, not absolute values." if config.rounds != 2000
-                              or config.learner == "sim" else "."),
+                              or config.learner == "sim" else ".") + " Generated: completions "
+        "a node generated per round; per 1k: cumulative reward per 1,000 completions a node "
+        "generated over the run.",
         "",
         "| configuration | I | J | cumulative reward | ratio to 8/0 | paper | paper ratio "
-        "| final moving reward | held-out pass@1 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| generated | per 1k | final moving reward | held-out pass@1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(
             f"| {r.experiment} | {r.local} | {r.external} | {_fmt(r.cumulative, r.cumulative_ci)}"
             f" | {_fmt(r.ratio, r.ratio_ci, 2)} | {_fmt(r.paper, None, 2)} "
-            f"| {_fmt(r.paper_ratio, None, 2)} | {_fmt(r.final_reward, None, 3)} "
+            f"| {_fmt(r.paper_ratio, None, 2)} | {_fmt(r.generated, None, 0)} "
+            f"| {_fmt(r.reward_per_1k, None, 2)} | {_fmt(r.final_reward, None, 3)} "
             f"| {_fmt(r.held_out, None, 3)} |")
+    lines += ["", verdict(rows, config)]
     return "\n".join(lines) + "\n"
+
+
+def verdict(rows: Sequence[Row], config: ReproduceConfig) -> str:
+    """What the table can and cannot say: which ratios to 8/0 are distinguishable from 1."""
+    compared = [r for r in rows if r.experiment != "8/0" and r.ratio is not None]
+    if not compared:
+        return "No ratio to 8/0 in this run (8/0 was not run, or earned nothing)."
+    if config.seeds < 2:
+        return ("**One seed: there is no confidence interval, so this table cannot tell a "
+                "difference from noise.** Run with `--seeds 3` or more.")
+    clear = [r for r in compared if r.ratio_ci is not None and abs(r.ratio - 1) > r.ratio_ci]
+    unclear = [r for r in compared if r not in clear]
+    text = []
+    if clear:
+        text.append("Distinguishable from 8/0 (the ratio's 95% CI excludes 1): "
+                    + ", ".join(f"{r.experiment} ({r.ratio:.2f})" for r in clear) + ".")
+    if unclear:
+        text.append("**Not distinguishable from 8/0 here** (the CI includes 1): "
+                    + ", ".join(r.experiment for r in unclear) + ".")
+    if config.quick:
+        text.append(f"This is the quick run ({config.rounds} rounds x {seeds_text(config)}): "
+                    "a smoke test of the pipeline, too short for the paper's 2000-round "
+                    "comparison; `sapo-env reproduce` runs the full sweep (its results are in "
+                    "docs/reproduce/).")
+    return " ".join(text)
+
+
+def seeds_text(config: ReproduceConfig) -> str:
+    return f"{config.seeds} seed{'s' if config.seeds != 1 else ''}"
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
@@ -599,7 +683,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The reproduce options (shared by ``sapo-env reproduce`` and ``python -m``)."""
     d = ReproduceConfig()
     parser.add_argument("--quick", action="store_true",
-                        help="a one-minute version: 100 rounds, 2 seeds, 16 held-out questions")
+                        help=f"a one-minute version: {QUICK['rounds']} rounds, {QUICK['seeds']} "
+                             f"seeds, {QUICK['held_out_questions']} held-out questions")
+    parser.add_argument("--protocol", choices=["paper", "fixed"], default=d.protocol,
+                        help="paper: a node with J external groups answers 8 - J questions "
+                             "(default); fixed: every node answers 8 whatever its J (the "
+                             "protocol before sapo-env 0.2)")
     parser.add_argument("--learner", choices=["sim", "grpo"], default=d.learner,
                         help="simulated learners (default, CPU) or GRPO language models (GPU)")
     parser.add_argument("--model", default=None,
@@ -608,10 +697,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="subset to run, by label or slug: "
                              + ", ".join(repr(e.label) for e in EXPERIMENTS))
     parser.add_argument("--seeds", type=int, default=None,
-                        help=f"seeds per configuration (default {d.seeds}; quick 2)")
+                        help=f"seeds per configuration (default {d.seeds}; quick "
+                             f"{QUICK['seeds']})")
     parser.add_argument("--base-seed", type=int, default=d.base_seed, help="root seed")
     parser.add_argument("--rounds", type=int, default=None,
-                        help=f"rounds per run (default {d.rounds}; quick 100)")
+                        help=f"rounds per run (default {d.rounds}; quick {QUICK['rounds']})")
     parser.add_argument("--nodes", type=int, default=d.n_agents, help="nodes per swarm")
     parser.add_argument("--held-out-every", type=int, default=None,
                         help=f"rounds between held-out evaluations (default {d.held_out_every})")
@@ -635,15 +725,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sapo-env reproduce",
-        description="Run the SAPO paper's configurations (8/0, 6/2, 4/4, 2/6) and two controls "
-                    "(8/0 filtered, 4/4 self-replay) over several seeds; write a table, "
-                    "figures and TensorBoard runs.")
+        description="Run the SAPO paper's configurations (8/0, 6/2, 4/4, 2/6) under its "
+                    "protocol and two controls (8/0 oversampled + filtered, 4/4 self-replay) "
+                    "over several seeds; write a table, figures and TensorBoard runs.")
     return add_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
     given = {
         "learner": args.learner, "model": args.model, "base_seed": args.base_seed,
+        "protocol": args.protocol,
         "n_agents": args.nodes, "jobs": args.jobs, "quick": args.quick,
         "resume": not args.no_resume, "tensorboard": not args.no_tensorboard,
         "plots": not args.no_plots, "progress": not args.no_progress,
@@ -667,7 +758,7 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
 
 def run_from_args(args: argparse.Namespace) -> ReproduceResult:
     try:
-        config = config_from_args(args)
+        config = config_from_args(args)  # validates every configuration's SwarmConfig too
     except ValueError as error:
         raise SystemExit(f"sapo-env reproduce: {error}") from None
     result = reproduce(config)

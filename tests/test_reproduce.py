@@ -29,6 +29,33 @@ def test_config_validation_names_the_field():
         rp.ReproduceConfig(swarm={"filter_local": True})
     with pytest.raises(ValueError, match="swarm"):
         rp.ReproduceConfig(swarm={"colour": "blue"})
+    with pytest.raises(ValueError, match="swarm"):  # the sweep sets J and the protocol
+        rp.ReproduceConfig(swarm={"questions_per_round": 8})
+    with pytest.raises(ValueError, match="protocol"):
+        rp.ReproduceConfig(protocol="b8")
+    # a bad value is caught when the sweep is configured, not in a worker minutes later
+    with pytest.raises(ValueError, match="swarm: pool_window must be an int >= 1, got 0"):
+        rp.ReproduceConfig(swarm={"pool_window": 0})
+
+
+def test_cli_errors_are_one_line(capsys):
+    args = rp.build_parser().parse_args(["--swarm", "pool_window=0"])
+    with pytest.raises(SystemExit, match="sapo-env reproduce: swarm: pool_window"):
+        rp.run_from_args(args)
+
+
+def test_each_configuration_follows_its_protocol():
+    paper = rp.ReproduceConfig()
+    by_label = {e.label: paper.swarm_config(e) for e in rp.EXPERIMENTS}
+    assert {label: (c.questions_for(c.initial_num_external("node_0")),
+                    c.initial_num_external("node_0")) for label, c in by_label.items()} == {
+        "8/0": (8, 0), "6/2": (6, 2), "4/4": (4, 4), "2/6": (2, 6),
+        "8/0 oversampled + filtered": (16, 0), "4/4 self-replay": (4, 4)}
+    assert by_label["8/0 oversampled + filtered"].filter_local
+    fixed = rp.ReproduceConfig(protocol="fixed")
+    assert {e.label: fixed.swarm_config(e).questions_per_round for e in rp.EXPERIMENTS} == {
+        "8/0": 8, "6/2": 8, "4/4": 8, "2/6": 8, "8/0 oversampled + filtered": 16,
+        "4/4 self-replay": 8}
 
 
 def test_cli_swarm_overrides():
@@ -39,7 +66,8 @@ def test_cli_swarm_overrides():
 
 def test_quick_changes_only_the_defaults():
     quick = rp.ReproduceConfig(quick=True)
-    assert (quick.rounds, quick.seeds, str(quick.out)) == (100, 2, "out/reproduce-quick")
+    assert (quick.rounds, quick.seeds, str(quick.out)) == (
+        rp.QUICK["rounds"], rp.QUICK["seeds"], "out/reproduce-quick")
     assert rp.ReproduceConfig(quick=True, rounds=50).rounds == 50
     slugs = rp.ReproduceConfig(experiments=("4-4", "8/0", "4/4")).experiments
     assert slugs == ("4/4", "8/0")
@@ -66,6 +94,11 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
     assert len(boards) == 12 and all(any(b.glob("events.out.tfevents.*")) for b in boards)
     summary = json.loads((first / "summary.json").read_text())
     assert {"date", "machine", "wall_seconds", "settings", "rows"} <= set(summary)
+    # the generation cost: L=8 completions per question answered, 8 - J questions a round
+    generated = {r["experiment"]: r["generated"] for r in summary["rows"]}
+    assert generated == {"8/0": 64, "6/2": 48, "4/4": 32, "2/6": 16,
+                         "8/0 oversampled + filtered": 128, "4/4 self-replay": 32}
+    assert "quick run" in (first / "results.md").read_text()
     # runs done again replace their TensorBoard events instead of adding a second file
     rp.main([*TINY, "--jobs", "1", "--no-resume", "--no-plots", "--out", str(first)])
     assert all(len(list(b.glob("events.out.tfevents.*"))) == 1 for b in boards)
@@ -74,6 +107,21 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
     rp.main([*TINY, "--jobs", "2", "--no-tensorboard", "--no-plots", "--out", str(second)])
     assert (first / "results.csv").read_text() == (second / "results.csv").read_text()
     assert (first / "results.md").read_text() == (second / "results.md").read_text()
+
+
+def _row(label, ratio, ci):
+    return rp.Row(experiment=label, local=4, external=4, seeds=3, cumulative=1.0,
+                  cumulative_ci=0.1, ratio=ratio, ratio_ci=ci, paper=None, paper_ratio=None,
+                  generated=32.0, reward_per_1k=1.0, final_reward=0.5, held_out=None, note="")
+
+
+def test_verdict_says_what_the_table_cannot_tell():
+    rows = [_row("8/0", 1.0, 0.0), _row("4/4", 1.4, 0.2), _row("2/6", 1.1, 0.3)]
+    text = rp.verdict(rows, rp.ReproduceConfig(seeds=3))
+    assert "4/4 (1.40)" in text.split("**")[0] and "Not distinguishable" in text
+    assert "2/6" in text.split("Not distinguishable")[1] and "quick" not in text
+    assert "quick run" in rp.verdict(rows, rp.ReproduceConfig(quick=True))
+    assert "One seed" in rp.verdict(rows, rp.ReproduceConfig(seeds=1))
 
 
 def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypatch):
@@ -108,8 +156,7 @@ def test_grpo_learner_runs_with_a_tiny_local_model(tmp_path, request):
                                 experiments=("8/0", "4/4"), rounds=2, n_agents=2, seeds=1,
                                 held_out_every=2, held_out_questions=2, grpo_max_new_tokens=8,
                                 tensorboard=False, plots=False, progress=False,
-                                swarm={"tasks": [ARITHMETIC], "questions_per_round": 2,
-                                       "completions_per_question": 2})
+                                swarm={"tasks": [ARITHMETIC], "completions_per_question": 2})
     result = rp.reproduce(config)
     assert [r.experiment for r in result.rows] == ["8/0", "4/4"]
     assert result.runs["4/4"][0]["rewards"].shape == (2, 2)
