@@ -3,8 +3,9 @@
 Default (offline, a laptop CPU, a few minutes): two SmolLM2-135M-Instruct nodes on one shared
 base (a LoRA swarm: one adapter and one optimizer each, one generate call for both) plus a
 DemonstratorAgent that always answers inside <answer> tags. Easy arithmetic (basic_arithmetic,
-2 terms of 1 digit), lenient answer extraction, B=4 questions, L=4 completions of at most 96
-tokens, a training set of I+J=4 groups with J=2 from the swarm. Every round prints each
+2 terms of 1 digit), lenient answer extraction, a training set of I+J=4 groups with J=2 from
+the swarm, so each node answers I=2 questions itself (the paper's protocol), L=4 completions
+of at most 96 tokens. Every round prints each
 node's reward and the share of its completions that use the <answer> tag: the paper's "Aha"
 moment is that format spreading through shared text.
 
@@ -12,7 +13,8 @@ The paper's setup on a GPU (the "auto" preset picks it when the device is cuda):
 
     python examples/lm_swarm.py --model Qwen/Qwen2.5-0.5B-Instruct --n 8 --device cuda
 
-8 separately fully fine-tuned nodes, B=8, L=8, I+J=8 with J=4 (the paper's best 4/4), 256
+8 separately fully fine-tuned nodes, L=8, I+J=8 with J=4 (the paper's best 4/4: each node
+answers 4 questions and takes 4 groups from the swarm), 256
 tokens, the nine reasoning-gym tasks, strict <answer> format, Adam at 1e-6, no KL, clip
 0.2/0.28, 2000 rounds, no demonstrator. Any flag overrides the preset, e.g. --lora to put
 the 8 nodes on one shared base.
@@ -37,13 +39,13 @@ from sapo_env.answers import extract_tag
 EASY_ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2,
                                               "min_digits": 1, "max_digits": 1})]
 
-# Values every flag falls back to; None in PRESETS["paper"] means the env's paper default.
+# Values every flag falls back to; questions=None is the paper's protocol (I = budget - J).
 PRESETS: dict[str, dict] = {
-    "laptop": dict(model="smollm2-135m", n=2, demonstrators=1, rounds=10, questions=4,
+    "laptop": dict(model="smollm2-135m", n=2, demonstrators=1, rounds=10, questions=None,
                    completions=4, train_budget=4, num_external=2, max_new_tokens=96,
                    lr=5e-5, lora=True, easy=True),
     "paper": dict(model="Qwen/Qwen2.5-0.5B-Instruct", n=8, demonstrators=0, rounds=2000,
-                  questions=8, completions=8, train_budget=8, num_external=4,
+                  questions=None, completions=8, train_budget=8, num_external=4,
                   max_new_tokens=256, lr=1e-6, lora=False, easy=False),
 }
 
@@ -62,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--n", type=int, help="language-model nodes")
     add("--demonstrators", type=int, help="scripted nodes that always answer right in tags")
     add("--rounds", type=int, help="rounds to run")
-    add("--questions", type=int, help="B: questions per node and round")
+    add("--questions", type=int, help="B: fixed questions per node and round (default: the "
+        "paper's protocol, I = train budget - J)")
     add("--completions", type=int, help="L: completions per question")
     add("--train-budget", type=int, help="I+J: groups in each training set")
     add("--num-external", type=int, help="J: external groups per training set")
@@ -122,14 +125,15 @@ def main(argv: list[str] | None = None) -> sapo_env.History:
     env = sapo_env.parallel_env(
         n=v["n"] + v["demonstrators"], questions_per_round=v["questions"],
         completions_per_question=v["completions"], train_budget=v["train_budget"],
-        max_rounds=v["rounds"], **env_options,
+        num_external=v["num_external"], max_rounds=v["rounds"], **env_options,
     )
     config = GRPOConfig(max_new_tokens=v["max_new_tokens"], learning_rate=v["lr"],
                         use_lora=v["lora"], device=args.device, dtype=args.dtype,
                         torch_threads=args.threads)
     streams = np.random.SeedSequence(args.seed).spawn(v["n"] + v["demonstrators"] + 1)
     print(f"preset {v['preset']}: {v['n']} x {v['model']} ({'LoRA swarm' if v['lora'] else 'full'}"
-          f"), {v['demonstrators']} demonstrator(s), B={v['questions']} L={v['completions']} "
+          f"), {v['demonstrators']} demonstrator(s), questions "
+          f"{v['questions'] or v['train_budget'] - v['num_external']} L={v['completions']} "
           f"I+J={v['train_budget']} J={v['num_external']}, {v['rounds']} rounds", flush=True)
     if v["lora"]:
         lm_agents = lora_swarm(v["model"], v["n"], config, num_external=v["num_external"],

@@ -1,7 +1,8 @@
 """The ``sapo-env`` command line.
 
     sapo-env demo [--rounds N] [--seed S] [--render]   a small swarm of scripted nodes
-    sapo-env info                                       the paper-default configuration
+    sapo-env info                                       the paper-default configuration and
+                                                        the two question protocols
     sapo-env reproduce [--quick] [--seeds S] [--jobs J] the paper's table and figures
     sapo-env --version
 
@@ -75,6 +76,16 @@ def run_info(args: argparse.Namespace) -> None:
             value = ", ".join(t.name for t in value)
         print(f"{f.name:26s} {value!r}" if not isinstance(value, str) or "\n" not in value
               else f"{f.name:26s} {value.splitlines()[0]!r} ...")
+    J = defaults.initial_num_external("node_0")
+    print(f"""
+Protocols (questions_per_round):
+  None (default, the paper's): a node with J external groups in force answers
+      I = train_budget - J questions itself, so J trades its own generation against the pool's
+      supply (at n=8 the pool holds 7 x I groups a round). J = train_budget answers nothing.
+  an int B (fixed): every node answers B questions whatever its J and trains on I of them.
+J (num_external): the action sets a node's J for its next round; round 0's comes from
+  num_external (None: train_budget // 2 = {J}, the paper's best configuration
+  {defaults.train_budget - J}/{J}).""")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

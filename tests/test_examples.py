@@ -26,6 +26,13 @@ def test_cli_demo_and_help():
     assert "round 0: pool" in out and "swarm" in out
 
 
+def test_cli_info_explains_both_protocols():
+    out = subprocess.run([sys.executable, "-m", "sapo_env.cli", "info"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "questions_per_round        None" in out and "I = train_budget - J" in out
+    assert "an int B (fixed)" in out and "train_budget // 2 = 4" in out
+
+
 @pytest.mark.parametrize("module", ["sapo_env.swarm", "sapo_env.runner", "sapo_env.answers",
                                     "sapo_env.rollouts", "sapo_env.metrics", "sapo_env",
                                     "agents.loss"])

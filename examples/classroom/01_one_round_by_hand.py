@@ -2,8 +2,10 @@
 
 Three simulated nodes answer their questions; the env scores every completion with
 reasoning-gym's verifier, turns the scores of each group (one question, L completions) into
-GRPO advantages, drops groups whose completions all scored the same (no learning signal), and
-assembles node_0's training set from I of its own groups and J groups other nodes shared.
+GRPO advantages, drops from the shared pool the groups whose completions all scored the same
+(no learning signal), and assembles node_0's training set from its I own groups (the paper does
+not filter those) and J groups other nodes shared. As in the paper, a node that takes J
+external groups answers only I = budget - J questions itself.
 Everything is printed as it happens; ``one_round.png`` shows every score of the round.
 
 Run:  python examples/classroom/01_one_round_by_hand.py [--seed 0] [--out one_round.png]
@@ -31,15 +33,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="one_round.png", help="where to save the plot")
     args = parser.parse_args(argv)
 
-    # Small numbers so that everything fits on a screen: 3 nodes, 4 questions, 4 completions.
-    env = sapo_env.parallel_env(n=3, questions_per_round=4, completions_per_question=4,
-                                train_budget=4)
+    # Small numbers so that everything fits on a screen: 3 nodes, a training budget of 4
+    # groups, I=2 own + J=2 external, so each node answers 2 questions with 4 completions.
+    env = sapo_env.parallel_env(n=3, completions_per_question=4, train_budget=4, num_external=2)
     # start_tag_prob=0.5: half the answers are in <answer> tags, so some groups are mixed
     nodes = simulated_swarm(env.possible_agents, seed=args.seed, num_external=2,
                             start_tag_prob=0.5)
     observations, _ = env.reset(seed=args.seed)
 
-    print("1. QUESTIONS: each node gets its own B=4 questions, one reasoning-gym task each.")
+    print("1. QUESTIONS: each node answers I = 4 - J = 2 questions of its own, one reasoning-gym")
+    print("   task each (with J=2 it takes 2 more groups from the others).")
     for q in observations["node_0"]["questions"]:
         print(f"   node_0  [{q['task']}] {shorten(q['prompt'])}")
 
@@ -55,9 +58,15 @@ def main(argv: list[str] | None = None) -> None:
 
     print("\n3. SCORES AND ADVANTAGES: the verifier scores each answer (1 = right and readable);")
     print("   advantage = (score - group mean) / group std. Equal scores give all-zero")
-    print("   advantages: the group teaches nothing and the filter drops it.")
+    print("   advantages: the group teaches nothing. Other nodes' such groups are filtered out")
+    print("   of node_0's pool; its own are not filtered (the paper filters external groups only).")
     for g in sorted(groups.values(), key=lambda g: g["id"]):
-        kept = "FILTERED (zero advantage)" if has_zero_advantage(g["rewards"]) else "kept"
+        if not has_zero_advantage(g["rewards"]):
+            kept = "kept"
+        elif g["source"] == "node_0":
+            kept = "zero advantage: own group, not filtered"
+        else:
+            kept = "FILTERED from the pool (zero advantage)"
         print(f"   {g['id']:14s} {g['task']:24s} scores {np.round(g['rewards'], 2)} "
               f"advantages {np.round(g['advantages'], 2)}  {kept}")
 
@@ -67,10 +76,14 @@ def main(argv: list[str] | None = None) -> None:
               f"{infos[a]['pool_size_filtered']} of the {infos[a]['pool_size']} groups others "
               "shared survive the filter)")
 
-    print("\n5. THE BATCH node_0 trains on: I=2 of its own groups + J=2 from the pool")
+    print("\n5. THE BATCH node_0 trains on: its I=2 own groups + J=2 from the filtered pool")
     for g in observations["node_0"]["batch"]:
         where = "local   " if g["local"] else f"external (from {g['source']})"
         print(f"   {g['id']:14s} {where:26s} advantages {np.round(g['advantages'], 2)}")
+    short = infos["node_0"]["external_shortfall"]
+    if short:
+        print(f"   ({short} external group(s) short: the filtered pool had too few; a batch is "
+              "never padded)")
     before = nodes["node_0"].metrics()["tag_prob"]
     after = nodes["node_0"].learn(observations["node_0"]["batch"])["tag_prob"]
     print("\n6. LEARNING: node_0 re-reads the batch's text and takes one policy-gradient step:")
@@ -88,11 +101,12 @@ def main(argv: list[str] | None = None) -> None:
         ax.imshow(scores, vmin=0, vmax=1, cmap="Greens")
         for k, g in enumerate(mine):
             if has_zero_advantage(g["rewards"]):
-                ax.text(-0.45, k, "filtered", va="center", fontsize=8, color="crimson")
+                ax.text(-0.45, k, "zero adv.", va="center", fontsize=8, color="crimson")
         ax.set_title(f"{a}: reward {rewards[a]:.2f}")
         ax.set_xlabel("completion")
         ax.set_yticks(range(len(mine)), [g["task"] for g in mine], fontsize=7)
-    fig.suptitle("Verifier scores of one round (green = 1); all-equal rows are filtered")
+    fig.suptitle("Verifier scores of one round (green = 1); all-equal rows carry no signal: "
+                 "filtered from the pool, kept in their own node's batch")
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"\nSaved {args.out}")

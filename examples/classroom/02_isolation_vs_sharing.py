@@ -1,9 +1,11 @@
 """Isolation vs sharing: eight simulated nodes trained alone (8/0) or sharing (4/4).
 
-Every node trains on 8 groups a round. In 8/0 all 8 are its own; in 4/4 four are its own and
-four are drawn from what the other nodes shared, after discarding groups with zero advantage.
-The third curve is the reviewers' control: 8/0 that also discards its own zero-advantage
-groups, so that filtering alone cannot pass for the benefit of sharing.
+Every node trains on 8 groups a round. In 8/0 it answers 8 questions and trains on all 8 of
+its groups; in 4/4 it answers 4 and takes 4 groups from what the other nodes shared, after
+discarding groups with zero advantage (as in the paper, sharing halves what a node generates).
+The third curve is the reviewers' control: an isolated node that answers 16 questions,
+discards its own zero-advantage groups and trains on up to 8 informative ones, so that
+filtering alone cannot pass for the benefit of sharing.
 
 Prints the cumulative reward of each setting (the paper's measure: the sum over rounds of the
 swarm's mean reward) and saves ``isolation_vs_sharing.png``: the swarm reward, moving average,
@@ -23,7 +25,8 @@ from sapo_env import metrics
 
 SETTINGS = {  # label: (J, SwarmConfig overrides)
     "8/0 (isolated)": (0, {}),
-    "8/0 filtered (control)": (0, {"filter_local": True}),
+    "8/0 oversampled + filtered (control)": (0, {"questions_per_round": 16,
+                                                  "filter_local": True}),
     "4/4 (sharing)": (4, {}),
 }
 
@@ -39,12 +42,13 @@ def main(argv: list[str] | None = None) -> None:
     curves = {}
     for label, (num_external, overrides) in SETTINGS.items():
         started = time.perf_counter()
-        env = sapo_env.parallel_env(n=8, max_rounds=args.rounds, **overrides)
+        env = sapo_env.parallel_env(n=8, max_rounds=args.rounds, num_external=num_external,
+                                    **overrides)
         # the same seed in every setting: the same nodes, the same questions
         nodes = simulated_swarm(env.possible_agents, seed=args.seed, num_external=num_external)
         history = sapo_env.run(env, nodes, seed=args.seed, progress=False)
         curves[label] = metrics.smoothed_reward(history, window)
-        print(f"{label:24s} cumulative reward {history.cumulative_reward:7.1f}   "
+        print(f"{label:37s} cumulative reward {history.cumulative_reward:7.1f}   "
               f"final reward {curves[label].mean[-1]:.3f}   "
               f"({time.perf_counter() - started:.0f} s)")
 

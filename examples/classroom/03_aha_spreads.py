@@ -22,7 +22,7 @@ from sapo_env import metrics
 
 
 def run(num_external: int, rounds: int, seed: int) -> sapo_env.History:
-    env = sapo_env.parallel_env(n=8, max_rounds=rounds)
+    env = sapo_env.parallel_env(n=8, max_rounds=rounds, num_external=num_external)
     others = SimulatedLearnerConfig(explore=0.0, num_external=num_external)
     pioneer = SimulatedLearnerConfig(explore=0.0, num_external=num_external,
                                      known_strategies=STRATEGIES)

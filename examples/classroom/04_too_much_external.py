@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, (label, num_external) in zip(axes, (("4/4", 4), ("2/6", 6))):
-        env = sapo_env.parallel_env(n=8, max_rounds=args.rounds)
+        env = sapo_env.parallel_env(n=8, max_rounds=args.rounds, num_external=num_external)
         nodes = simulated_swarm(names, seed=args.seed, config=config, num_external=num_external)
         history = sapo_env.run(env, nodes, seed=args.seed, progress=False)
         curves = metrics.moving_average(history.rewards, window)
