@@ -3,7 +3,8 @@
 Run by hand (not a test):  python benchmarks/env_step.py [--rounds 30] [--write]
 
 Measures, with canned completions of ~300 characters (half carrying the right answer):
-- the median ``env.step`` time at the paper defaults (n=8, B=8, L=8: 512 completions a round);
+- the median ``env.step`` time at the paper defaults (n=8, L=8, 4/4 under the paper's protocol:
+  each node answers 4 questions, 256 completions a round);
 - in the same run, the time reasoning-gym alone takes to generate those questions and to
   extract and score those completions (the floor any env must pay);
 - the per-node step time at n = 8, 64 and 512 (flat in n means the env scales).
@@ -80,8 +81,10 @@ def measure(n: int, rounds: int, seed: int = 0) -> dict:
         observations, *_ = env.step(actions)
         step_times.append(time.process_time() - start)
     step, floor = statistics.median(step_times), statistics.median(floor_times)
-    return {"n": n, "step_ms": step * 1e3, "rg_ms": floor * 1e3, "ratio": step / floor,
-            "per_node_ms": step * 1e3 / n}
+    completions = sum(len(o["questions"]) * o["completions_per_question"]
+                      for o in observations.values())
+    return {"n": n, "completions": completions, "step_ms": step * 1e3, "rg_ms": floor * 1e3,
+            "ratio": step / floor, "per_node_ms": step * 1e3 / n}
 
 
 def report(results: list[dict], rounds: int) -> str:
@@ -91,14 +94,15 @@ def report(results: list[dict], rounds: int) -> str:
         "",
         f"`python benchmarks/env_step.py --rounds {rounds} --write` on "
         f"{datetime.date.today().isoformat()}, {machine()}; median process CPU time over {rounds} "
-        "rounds (a sixth of that at n=512), canned completions of ~300 characters, half right.",
+        "rounds (a sixth of that at n=512), canned completions of ~300 characters, half right; "
+        "the paper's protocol at 4/4 (each node answers 4 questions).",
         "",
         "| n | completions/round | env.step (ms) | reasoning-gym alone (ms) | step / rg | "
         "per node (ms) |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['n']} | {r['n'] * 64} | {r['step_ms']:.1f} | {r['rg_ms']:.1f} | "
+        lines.append(f"| {r['n']} | {r['completions']} | {r['step_ms']:.1f} | {r['rg_ms']:.1f} | "
                      f"{r['ratio']:.2f} | {r['per_node_ms']:.2f} |")
     findings = []
     if 8 in scaling:

@@ -46,7 +46,7 @@ class Timed:
 
 def measure(rounds: int, n: int = 8, num_external: int = 4) -> dict[str, float]:
     clock = {"act": 0.0, "learn": 0.0}
-    env = sapo_env.parallel_env(n=n, max_rounds=rounds)
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds, num_external=num_external)
     learners = simulated_swarm(env.possible_agents, seed=0, num_external=num_external)
     agents = {a: Timed(learner, clock) for a, learner in learners.items()}
     start = time.perf_counter()

@@ -234,9 +234,14 @@ class SwarmEnv(ParallelEnv):
         """Per-node facts of the round; deterministic values only (no timings)."""
         taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
-        infos = {}
+        # every group's mean and zero-advantage flag in one call, then sliced per node
+        flat = np.concatenate(list(scores.values()))
+        all_means, all_zero = flat.mean(axis=1).tolist(), has_zero_advantage(flat).tolist()
+        infos, row = {}, 0
         for a in self.agents:
-            group_means = scores[a].mean(axis=1).tolist()
+            end = row + len(scores[a])
+            group_means, zero = all_means[row:end], all_zero[row:end]
+            row = end
             by_task: dict[str, list[float]] = {}
             for g, mean in zip(groups[a], group_means):
                 by_task.setdefault(g["task"], []).append(mean)
@@ -252,8 +257,7 @@ class SwarmEnv(ParallelEnv):
                 "external_shortfall": assemblies[a].external_shortfall,
                 "pool_size": source.count_for(others),
                 "pool_size_filtered": source.count_for(others, filtered=True),
-                "zero_advantage_fraction": (float(has_zero_advantage(scores[a]).mean())
-                                            if len(scores[a]) else None),
+                "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
                 "shared_groups": len(shared),
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
