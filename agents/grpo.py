@@ -7,8 +7,9 @@ seed=0)`` plays one node of a ``sapo_env`` swarm:
     builds one prompt per question with the tokenizer's chat template (the observation's
     system prompt, the question as the user turn), samples ``completions_per_question``
     completions for every question in one batched ``generate`` call (left padding), decodes
-    them without special tokens and returns them with ``num_external`` (J): from
-    ``ratio_policy(observation)`` when given, else the fixed ``num_external``.
+    them without special tokens and returns them with ``num_external``, the J of the node's
+    next round: from ``ratio_policy(observation)`` when given, else the fixed
+    ``num_external`` (the observation's ``num_external`` is the J in force now).
 ``learn(batch)``
     a GRPO step on the training set the env assembled. Local and external groups are treated
     alike: each completion is re-encoded as text (prompt under this agent's chat template +

@@ -67,8 +67,9 @@ def run_name(config: Any, label: str = "", seed: int | None = None) -> str:
     """A run name from an experiment label, the config's distinctive settings and the seed."""
     parts = [label] if label else []
     if config is not None:
-        parts.append(f"n{config.n_agents}-B{config.questions_per_round}"
-                     f"-L{config.completions_per_question}")
+        # the paper's protocol has no fixed B: its question count follows each node's J
+        questions = "I" if config.questions_per_round is None else config.questions_per_round
+        parts.append(f"n{config.n_agents}-B{questions}-L{config.completions_per_question}")
     if seed is not None:
         parts.append(f"seed{seed}")
     return "-".join(parts) or "run"
