@@ -36,7 +36,7 @@ test: $(VENV)/.dev
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.dev
-	$(PY) -m ruff check sapo_env agents examples tests benchmarks
+	$(PY) -m ruff check sapo_env agents experiments examples tests benchmarks
 
 bench: $(VENV)/.core
 	$(PY) benchmarks/env_step.py --write

@@ -18,16 +18,16 @@ def test_quickstart_script():
 
 
 def test_cli_demo_and_help():
-    from sapo_env.cli import build_parser
+    from experiments.cli import build_parser
 
     assert "demo" in build_parser().format_help()
-    out = subprocess.run([sys.executable, "-m", "sapo_env.cli", "demo", "--rounds", "1",
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "demo", "--rounds", "1",
                           "--render"], capture_output=True, text=True, check=True).stdout
     assert "round 0: pool" in out and "swarm" in out
 
 
 def test_cli_info_explains_both_protocols():
-    out = subprocess.run([sys.executable, "-m", "sapo_env.cli", "info"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "info"], capture_output=True,
                          text=True, check=True).stdout
     assert "questions_per_round        None" in out and "I = train_budget - J" in out
     assert "an int B (fixed)" in out and "train_budget // 2 = 4" in out

@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from sapo_env import reproduce as rp
+import experiments.reproduce as rp
+from experiments.reproduce import cli as rp_cli
+from experiments.reproduce import sweep
 
 ARITHMETIC = ["basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "max_digits": 1}]
 TINY = ["--quick", "--rounds", "8", "--nodes", "3", "--seeds", "2", "--held-out-every", "4",
@@ -39,9 +41,9 @@ def test_config_validation_names_the_field():
 
 
 def test_cli_errors_are_one_line(capsys):
-    args = rp.build_parser().parse_args(["--swarm", "pool_window=0"])
+    args = rp_cli.build_parser().parse_args(["--swarm", "pool_window=0"])
     with pytest.raises(SystemExit, match="sapo-env reproduce: swarm: pool_window"):
-        rp.run_from_args(args)
+        rp_cli.run_from_args(args)
 
 
 def test_each_configuration_follows_its_protocol():
@@ -59,9 +61,9 @@ def test_each_configuration_follows_its_protocol():
 
 
 def test_cli_swarm_overrides():
-    args = rp.build_parser().parse_args(["--swarm", 'answer_format="lenient"', "--swarm",
+    args = rp_cli.build_parser().parse_args(["--swarm", 'answer_format="lenient"', "--swarm",
                                          "pool_window=3", "--swarm", "answer_format=tag"])
-    assert rp.config_from_args(args).swarm == {"answer_format": "tag", "pool_window": 3}
+    assert rp_cli.config_from_args(args).swarm == {"answer_format": "tag", "pool_window": 3}
 
 
 def test_quick_changes_only_the_defaults():
@@ -69,6 +71,10 @@ def test_quick_changes_only_the_defaults():
     assert (quick.rounds, quick.seeds, str(quick.out)) == (
         rp.QUICK["rounds"], rp.QUICK["seeds"], "out/reproduce-quick")
     assert rp.ReproduceConfig(quick=True, rounds=50).rounds == 50
+    # a value given explicitly is kept, even when it equals the full sweep's
+    assert rp.ReproduceConfig(quick=True, rounds=2000, seeds=3).rounds == 2000
+    assert rp.ReproduceConfig(quick=True, rounds=2000, seeds=3).seeds == 3
+    assert rp.ReproduceConfig().rounds == 2000 and str(rp.ReproduceConfig().out) == "out/reproduce"
     slugs = rp.ReproduceConfig(experiments=("4-4", "8/0", "4/4")).experiments
     assert slugs == ("4/4", "8/0")
 
@@ -83,7 +89,7 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     pytest.importorskip("tensorboard")
     first, second = tmp_path / "a", tmp_path / "b"
-    rp.main([*TINY, "--jobs", "1", "--out", str(first)])
+    rp_cli.main([*TINY, "--jobs", "1", "--out", str(first)])
     assert "| 4/4 self-replay |" in capsys.readouterr().out
     for name in ("results.md", "results.csv", "figure1_trajectories.png",
                  "figure2_moving_average.png", "held_out.png", "summary.json"):
@@ -100,11 +106,11 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
                          "8/0 oversampled + filtered": 128, "4/4 self-replay": 32}
     assert "quick run" in (first / "results.md").read_text()
     # runs done again replace their TensorBoard events instead of adding a second file
-    rp.main([*TINY, "--jobs", "1", "--no-resume", "--no-plots", "--out", str(first)])
+    rp_cli.main([*TINY, "--jobs", "1", "--no-resume", "--no-plots", "--out", str(first)])
     assert all(len(list(b.glob("events.out.tfevents.*"))) == 1 for b in boards)
 
     # the same sweep in two worker processes: the same table, byte for byte
-    rp.main([*TINY, "--jobs", "2", "--no-tensorboard", "--no-plots", "--out", str(second)])
+    rp_cli.main([*TINY, "--jobs", "2", "--no-tensorboard", "--no-plots", "--out", str(second)])
     assert (first / "results.csv").read_text() == (second / "results.csv").read_text()
     assert (first / "results.md").read_text() == (second / "results.md").read_text()
 
@@ -130,8 +136,8 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypat
                                 tensorboard=False, plots=False, progress=False)
     rp.reproduce(config)
     ran = []
-    original = rp.run_one
-    monkeypatch.setattr(rp, "run_one", lambda spec: ran.append(spec.name) or original(spec))
+    original = sweep.run_one
+    monkeypatch.setattr(sweep, "run_one", lambda spec: ran.append(spec.name) or original(spec))
     rp.reproduce(config)
     assert ran == []
     longer = rp.ReproduceConfig(**{**config.__dict__, "rounds": 6})
@@ -140,6 +146,30 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypat
     assert result.runs["4/4"][0]["rewards"].shape == (6, 2)
     assert [r.experiment for r in result.rows] == ["8/0", "4/4"]
     assert result.rows[0].ratio == pytest.approx(1.0)
+
+
+def scripted_nodes(names, num_external, seed):
+    """A user's own agent factory: demonstrators that are right half the time."""
+    from agents import DemonstratorAgent
+
+    return [DemonstratorAgent(0.5, num_external=num_external, seed=int(s.generate_state(1)[0]))
+            for s in seed.spawn(len(names))]
+
+
+def test_a_users_own_agents_run_through_the_sweep(tmp_path):
+    args = rp_cli.build_parser().parse_args(
+        ["--learner", "test_reproduce:scripted_nodes", "--experiments", "8/0", "2/6",
+         "--rounds", "3", "--nodes", "3", "--seeds", "1", "--held-out-every", "3",
+         "--held-out-questions", "2", "--jobs", "1", "--no-tensorboard", "--no-plots",
+         "--no-progress", "--out", str(tmp_path)])
+    config = rp_cli.config_from_args(args)
+    assert config.learner is scripted_nodes
+    result = rp.reproduce(config)
+    assert 0.3 < result.rows[0].cumulative / 3 < 0.7  # demonstrators right half the time
+    assert result.runs["2/6"][0]["generated"].tolist() == [[16, 16, 16]] * 3
+    assert "test_reproduce:scripted_nodes" in result.table_markdown
+    with pytest.raises(ValueError, match="learner: cannot import"):
+        rp_cli.config_from_args(rp_cli.build_parser().parse_args(["--learner", "nope:nothing"]))
 
 
 def test_grpo_learner_runs_with_a_tiny_local_model(tmp_path, request):

@@ -16,10 +16,8 @@ import argparse
 import dataclasses
 import logging
 import os
-import runpy
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import sapo_env
 
@@ -35,8 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sapo-env {sapo_env.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="run examples/quickstart.py: scripted nodes, a few "
-                                            "rounds, a per-node reward table")
+    demo = commands.add_parser("demo", help="the quickstart (experiments/demo.py): scripted "
+                                            "nodes, a few rounds, a per-node reward table")
     demo.add_argument("--rounds", type=int, default=5)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--render", action="store_true")
@@ -45,25 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="print the paper-default SwarmConfig")
     info.set_defaults(handler=run_info)
 
-    from sapo_env import reproduce
+    from experiments.reproduce import cli as reproduce
 
     reproduce_parser = commands.add_parser(
         "reproduce", help="the paper's configurations and two controls over several seeds: "
-                          "a table, figures and TensorBoard runs (sapo_env.reproduce)")
+                          "a table, figures and TensorBoard runs (experiments.reproduce)")
     reproduce.add_arguments(reproduce_parser)
     reproduce_parser.set_defaults(handler=reproduce.run_from_args)
     return parser
 
 
 def run_demo(args: argparse.Namespace) -> None:
-    """Run examples/quickstart.py of the source checkout (examples are scripts, not modules)."""
-    script = Path(__file__).resolve().parents[1] / "examples" / "quickstart.py"
-    if not script.exists():
-        raise SystemExit(f"sapo-env demo runs {script}, which is not there: the examples ship "
-                         "with the source checkout, not with the wheel")
-    argv = ["--rounds", str(args.rounds), "--seed", str(args.seed)]
-    sys.argv = [str(script), *argv, *(["--render"] if args.render else [])]
-    runpy.run_path(str(script), run_name="__main__")
+    from experiments import demo
+
+    demo.main(["--rounds", str(args.rounds), "--seed", str(args.seed),
+               *(["--render"] if args.render else [])])
 
 
 def run_info(args: argparse.Namespace) -> None:

@@ -1,0 +1,120 @@
+"""``sapo-env reproduce`` on the command line (``python -m experiments.reproduce --help``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Sequence
+
+from experiments.reproduce import learners
+from experiments.reproduce.config import EXPERIMENTS, FULL, QUICK, ReproduceConfig
+from experiments.reproduce.sweep import ReproduceResult, reproduce
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The reproduce options (shared by ``sapo-env reproduce`` and ``python -m``)."""
+    d = ReproduceConfig()
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a half-minute smoke test: {QUICK['rounds']} rounds, "
+                             f"{QUICK['seeds']} seeds, {QUICK['held_out_questions']} held-out "
+                             "questions")
+    parser.add_argument("--protocol", choices=["paper", "fixed"], default=d.protocol,
+                        help="paper: a node with J external groups answers 8 - J questions "
+                             "(default); fixed: every node answers 8 whatever its J (the "
+                             "protocol before sapo-env 0.2)")
+    parser.add_argument("--learner", default=d.learner, metavar="sim|grpo|MODULE:FACTORY",
+                        help="simulated learners (default, CPU), GRPO language models (GPU), or "
+                             "an agent factory of your own, e.g. mypkg.nodes:make_nodes "
+                             "(see experiments.reproduce.learners)")
+    parser.add_argument("--model", default=None,
+                        help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
+    parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
+                        help="subset to run, by label or slug: "
+                             + ", ".join(repr(e.label) for e in EXPERIMENTS))
+    parser.add_argument("--seeds", type=int, default=None,
+                        help=f"seeds per configuration (default {FULL['seeds']}; quick "
+                             f"{QUICK['seeds']})")
+    parser.add_argument("--base-seed", type=int, default=d.base_seed, help="root seed")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']})")
+    parser.add_argument("--nodes", type=int, default=d.n_agents, help="nodes per swarm")
+    parser.add_argument("--held-out-every", type=int, default=None,
+                        help=f"rounds between held-out evaluations (default "
+                             f"{FULL['held_out_every']})")
+    parser.add_argument("--held-out-questions", type=int, default=None,
+                        help=f"held-out questions (default {FULL['held_out_questions']})")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="parallel processes (default: one per CPU core)")
+    parser.add_argument("--out", default=None,
+                        help="output folder (default out/reproduce, quick out/reproduce-quick)")
+    parser.add_argument("--swarm", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a SwarmConfig field for every configuration, VALUE as JSON "
+                             "(repeatable), e.g. --swarm answer_format='\"lenient\"'")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="rerun every run even if a finished one is in OUT/runs")
+    parser.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard runs")
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG figures")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sapo-env reproduce",
+        description="Run the SAPO paper's configurations (8/0, 6/2, 4/4, 2/6) under its "
+                    "protocol and two controls (8/0 oversampled + filtered, 4/4 self-replay) "
+                    "over several seeds; write a table, figures and TensorBoard runs.")
+    return add_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
+    given = {
+        "learner": (args.learner if args.learner in ("sim", "grpo")
+                    else learners.load(args.learner)),
+        "model": args.model, "base_seed": args.base_seed,
+        "protocol": args.protocol,
+        "n_agents": args.nodes, "jobs": args.jobs, "quick": args.quick,
+        "resume": not args.no_resume, "tensorboard": not args.no_tensorboard,
+        "plots": not args.no_plots, "progress": not args.no_progress,
+    }
+    optional = {"experiments": tuple(args.experiments) if args.experiments else None,
+                "seeds": args.seeds, "rounds": args.rounds, "out": args.out,
+                "held_out_every": args.held_out_every,
+                "held_out_questions": args.held_out_questions}
+    given |= {k: v for k, v in optional.items() if v is not None}
+    swarm = {}
+    for item in args.swarm:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--swarm expects FIELD=VALUE, got {item!r}")
+        try:
+            swarm[name] = json.loads(value)
+        except json.JSONDecodeError:
+            swarm[name] = value  # a bare word: a string
+    return ReproduceConfig(**given, swarm=swarm)
+
+
+def run_from_args(args: argparse.Namespace) -> ReproduceResult:
+    try:
+        config = config_from_args(args)  # validates every configuration's SwarmConfig too
+    except ValueError as error:
+        raise SystemExit(f"sapo-env reproduce: {error}") from None
+    result = reproduce(config)
+    print(result.table_markdown)
+    print(f"Wrote {len(result.files)} files to {config.out} in {result.seconds:.0f} s:")
+    for path in result.files:
+        print(f"  {path}")
+    if config.tensorboard:
+        print(f"TensorBoard: tensorboard --logdir {config.out / 'tensorboard'}")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    run_from_args(args)
+
+
+if __name__ == "__main__":
+    main()

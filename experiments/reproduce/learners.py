@@ -1,0 +1,80 @@
+"""Who plays the nodes of a sweep: agent factories.
+
+An agent factory builds the nodes of one run::
+
+    factory(names, num_external, seed) -> agents
+
+one agent per node name, each asking for ``num_external`` (J) external groups every round, all
+seeded from ``seed`` (a ``numpy.random.SeedSequence``, the same for seed k in every
+configuration). Pass one as ``ReproduceConfig(learner=factory)`` to run your own agent through
+the sweep, or ``--learner package.module:factory`` on the command line. Sweeps run in worker
+processes, so a factory must be picklable: a module-level function, or an instance of a
+module-level class. ``describe(factory)`` names it in each run's resume key: change the
+factory (or its ``repr``) and the runs are done again.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+AgentFactory = Callable[[Sequence[str], int, np.random.SeedSequence], Sequence[Any]]
+
+
+def simulated_learners(names: Sequence[str], num_external: int,
+                       seed: np.random.SeedSequence) -> list:
+    """``agents.simulated.SimulatedLearner`` nodes with their default (calibrated) settings."""
+    from agents.simulated import simulated_swarm
+
+    return list(simulated_swarm(names, seed=seed, num_external=num_external).values())
+
+
+@dataclass(frozen=True)
+class GRPOLearners:
+    """``agents.GRPOAgent`` language-model nodes, one model copy each."""
+
+    model: str  #: a hub id, a path or "smollm2-135m"
+    max_new_tokens: int = 256  #: tokens generated per completion
+
+    def __call__(self, names: Sequence[str], num_external: int,
+                 seed: np.random.SeedSequence) -> list:
+        from agents import GRPOAgent, GRPOConfig
+
+        config = GRPOConfig(max_new_tokens=self.max_new_tokens)
+        return [GRPOAgent(self.model, config=config, num_external=num_external, seed=s)
+                for s in seed.spawn(len(names))]
+
+
+def describe(factory: AgentFactory) -> str:
+    """A stable description of a factory and the defaults it builds with (for resume keys)."""
+    if factory is simulated_learners:
+        from agents.simulated import SimulatedLearnerConfig
+
+        return f"simulated_learners {SimulatedLearnerConfig()!r}"
+    if isinstance(factory, GRPOLearners):
+        from agents import GRPOConfig
+
+        return f"{factory!r} {GRPOConfig()!r}"
+    name = getattr(factory, "__qualname__", None)
+    if name is not None:  # a function: its import path
+        return f"{factory.__module__}:{name}"
+    return repr(factory)
+
+
+def load(path: str) -> AgentFactory:
+    """The factory at ``"package.module:name"``."""
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"learner must be 'sim', 'grpo' or 'package.module:factory', "
+                         f"got {path!r}")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"learner: cannot import {path!r}: {error}") from None
+    if not callable(factory):
+        raise ValueError(f"learner: {path!r} is not callable")
+    return factory

@@ -1,0 +1,173 @@
+"""Running the sweep: one run per configuration and seed, in worker processes, resumable."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import os
+import platform
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
+from experiments.reproduce.figures import plot_figures
+from experiments.reproduce.learners import describe
+from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReproduceResult:
+    config: ReproduceConfig
+    rows: list[Row]
+    runs: dict[str, list[dict[str, Any]]]  #: experiment -> per-seed run arrays
+    files: list[Path]
+    seconds: float
+
+    @property
+    def table_markdown(self) -> str:
+        return format_markdown(self.rows, self.config)
+
+
+def run_one(spec: RunSpec) -> Path:
+    """Run one experiment under one seed; save its arrays to ``out/runs/<name>.npz``."""
+    import sapo_env
+    from sapo_env import metrics
+
+    c, e = spec.config, BY_LABEL[spec.experiment]
+    env = sapo_env.parallel_env(config=c.swarm_config(e))
+    env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
+    agents = c.agent_factory()(env.possible_agents, e.num_external, agent_seed)
+    evaluator = metrics.HeldOutEvaluator(every=c.held_out_every,
+                                         n_questions=c.held_out_questions, seed=c.base_seed)
+    callbacks: list[Any] = [evaluator]
+    if c.tensorboard:
+        # A run done again starts its TensorBoard folder afresh: event files are named by
+        # time and process, so the old one would stay beside the new and double every step.
+        shutil.rmtree(c.out / "tensorboard" / spec.name, ignore_errors=True)
+        try:
+            from sapo_env.tensorboard import TensorBoardCallback
+
+            callbacks.append(TensorBoardCallback(
+                c.out / "tensorboard", run_name=spec.name, held_out=evaluator,
+                hparams={"experiment": e.label, "seed_index": spec.seed_index,
+                         "learner": describe(c.agent_factory())}))
+        except ImportError as error:
+            logger.warning("%s; writing no TensorBoard runs", error)
+    started = time.perf_counter()
+    history = sapo_env.run(env, agents, callbacks=callbacks, progress=False, seed=env_seed)
+    seconds = time.perf_counter() - started
+    pool = metrics.pool_health(history)
+    tasks = metrics.task_rewards(history)
+    held = evaluator.result
+    arrays = {
+        "rewards": history.rewards, "num_external": history.num_external,
+        "generated": history.generated,
+        "held_out_rounds": np.asarray(held.rounds if held else [], dtype=np.int64),
+        "held_out_scores": held.as_array() if held else np.zeros((0, c.n_agents)),
+        "pool_shared": pool.shared, "pool_shared_mean_reward": pool.shared_mean_reward,
+        "pool_informative_fraction": pool.informative_fraction,
+        "pool_informative": pool.informative,
+        "pool_contribution": pool.contribution, "pool_consumption": pool.consumption,
+        "task_names": np.asarray(sorted(tasks)),
+        "task_rewards": np.stack([tasks[t] for t in sorted(tasks)]) if tasks else np.zeros(0),
+    }
+    if c.learner == "sim":  # the simulated learner's skills, for the figures and TensorBoard
+        for key in ("tag_prob", "expected_quality"):
+            arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
+    meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
+            "env_seed": env_seed, "seconds": seconds, "agents": list(history.agents)}
+    spec.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = spec.path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
+    os.replace(tmp, spec.path)  # atomic: an interrupted sweep never leaves half a run behind
+    return spec.path
+
+
+def load_run(path: Path) -> dict[str, Any]:
+    with np.load(path, allow_pickle=False) as data:
+        run = {k: data[k] for k in data.files}
+    run["meta"] = json.loads(str(run["meta"]))
+    return run
+
+
+def _finished(spec: RunSpec) -> bool:
+    if not spec.path.exists():
+        return False
+    try:
+        with np.load(spec.path, allow_pickle=False) as data:  # the metadata only
+            return json.loads(str(data["meta"]))["key"] == spec.key()
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def machine_description() -> str:
+    return (f"{platform.node() or 'unknown host'}: {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
+    """Run (or resume) the sweep and write the table, figures and summary to ``config.out``."""
+    config = config or ReproduceConfig()
+    started = time.perf_counter()
+    out = Path(config.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = [RunSpec(e, s, config) for e in config.experiments for s in range(config.seeds)]
+    todo = [s for s in specs if not (config.resume and _finished(s))]
+    if len(todo) < len(specs):
+        logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
+    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
+    bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="runs", unit="run",
+               disable=not config.progress)
+    try:
+        if jobs <= 1 or config.learner == "grpo":  # GPU models stay in one process
+            for spec in todo:
+                run_one(spec)
+                bar.update()
+        else:
+            # separate processes, started fresh ("spawn"): no state or threads inherited
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = {pool.submit(run_one, spec): spec for spec in todo}
+                for future in as_completed(futures):
+                    future.result()
+                    bar.update()
+    finally:
+        bar.close()
+
+    runs: dict[str, list[dict[str, Any]]] = {e: [] for e in config.experiments}
+    for spec in specs:  # experiment by experiment, seeds in order
+        runs[spec.experiment].append(load_run(spec.path))
+    rows = summarise(config, runs)
+    markdown = format_markdown(rows, config)
+    files = [out / "results.md", out / "results.csv"]
+    files[0].write_text(markdown)
+    write_csv(rows, files[1])
+    if config.plots:
+        files += plot_figures(config, runs)
+    seconds = time.perf_counter() - started
+    summary = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "wall_seconds": round(seconds, 1),
+        "run_seconds": {spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]
+                                         ["seconds"], 1) for spec in specs},
+        "jobs": jobs,
+        "settings": {k: (str(v) if isinstance(v, Path) else v)
+                     for k, v in dataclasses.asdict(config).items()},
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
+    files.append(out / "summary.json")
+    files[-1].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return ReproduceResult(config, rows, runs, files, seconds)
