@@ -5,7 +5,7 @@ Example::
     >>> import numpy as np
     >>> from sapo_env.rollouts import group_advantages
     >>> group_advantages(np.array([1.0, 0.0, 0.0, 1.0], dtype=np.float32)).round(3)
-    array([ 1., -1., -1.,  1.], dtype=float32)
+    array([ 0.866, -0.866, -0.866,  0.866], dtype=float32)
 """
 
 from __future__ import annotations
@@ -22,15 +22,19 @@ DEFAULT_EPS = 1e-6
 def group_advantages(rewards: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
     """GRPO advantages ``(r - mean) / (std + eps)`` over the last axis (the group's L rewards).
 
-    The standard deviation is the population one (ddof=0). Works
-    on one group (shape ``(L,)``) or on many at once (shape ``(..., L)``); a group whose rewards
-    are all equal gets all-zero advantages.
+    The standard deviation is the sample one (ddof=1), as in the paper's code (genrl's GRPO
+    trainer, torch's default ``std``) and TRL's GRPOTrainer; a group of one completion gets a
+    zero advantage (genrl divides only when L > 1). Works on one group (shape ``(L,)``) or on
+    many at once (shape ``(..., L)``); a group whose rewards are all equal gets all-zero
+    advantages.
     """
     # float64 inside: with a tiny spread, float32 rounding of the mean would be amplified by
     # the division and the advantages would no longer sum to zero
     rewards = np.asarray(rewards, dtype=np.float64)
     mean = rewards.mean(axis=-1, keepdims=True)
-    std = rewards.std(axis=-1, keepdims=True)
+    if rewards.shape[-1] < 2:
+        return np.zeros_like(rewards, dtype=np.float32)
+    std = rewards.std(axis=-1, ddof=1, keepdims=True)
     return ((rewards - mean) / (std + eps)).astype(np.float32)
 
 

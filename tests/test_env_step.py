@@ -49,7 +49,7 @@ def test_rewards_are_mean_verifier_scores():
         for g in observations[a]["batch"]:
             assert g["rewards"].dtype == np.float32 and g["advantages"].dtype == np.float32
             assert g["rewards"].tolist() == [1.0, 0.0, 0.0]
-            np.testing.assert_allclose(g["advantages"], [1.414, -0.707, -0.707], atol=1e-3)
+            np.testing.assert_allclose(g["advantages"], [1.155, -0.577, -0.577], atol=1e-3)
 
 
 def test_groups_carry_text_answer_and_ref(small_env):

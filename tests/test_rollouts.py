@@ -8,10 +8,27 @@ from sapo_env.rollouts import group_advantages, has_zero_advantage
 
 def test_advantages_by_hand():
     r = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
-    mean, std = 0.25, np.sqrt(0.1875)  # population std
+    mean, std = 0.25, np.sqrt(0.75 / 3)  # sample std (ddof=1), as genrl and TRL
     expected = (r - mean) / (std + 1e-6)
     np.testing.assert_allclose(group_advantages(r), expected, rtol=1e-6)
     assert group_advantages(r).dtype == np.float32
+    # genrl and TRL: torch's unbiased std, same numbers
+    torch = __import__("pytest").importorskip("torch")
+    t = torch.tensor(r)
+    np.testing.assert_allclose(group_advantages(r), ((t - t.mean()) / (t.std() + 1e-6)).numpy(),
+                               rtol=1e-6)
+
+
+def test_epsilon_is_added_to_the_std_not_inside_it():
+    """On a tiny spread, (r - mean) / (std + eps) and (r - mean) / sqrt(var + eps) differ."""
+    r = np.array([0.0, 2e-6], dtype=np.float32)
+    std = np.sqrt(2e-12)  # sample std of the two
+    np.testing.assert_allclose(group_advantages(r), np.array([-1e-6, 1e-6]) / (std + 1e-6),
+                               rtol=1e-4)
+
+
+def test_a_group_of_one_completion_has_zero_advantage():
+    np.testing.assert_array_equal(group_advantages(np.array([1.0])), np.zeros(1))
 
 
 def test_equal_rewards_give_zero_advantages():
