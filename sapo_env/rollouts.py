@@ -57,6 +57,7 @@ def make_group(
     completions: Sequence[str],
     rewards: np.ndarray,
     advantages: np.ndarray,
+    system_prompt: str = "",
 ) -> Group:
     """Build the group record; its arrays are made read-only because many nodes see them."""
     rewards.flags.writeable = False
@@ -67,6 +68,7 @@ def make_group(
         "round": round_,
         "task": question["task"],
         "question": question["prompt"],
+        "system_prompt": system_prompt,
         "answer": answer,
         "ref": question["ref"],
         "completions": tuple(completions),

@@ -126,6 +126,7 @@ def group_space(config: SwarmConfig, in_batch: bool) -> spaces.Dict:
         "round": spaces.Discrete(config.max_rounds),
         "task": _text(),
         "question": _text(),
+        "system_prompt": _text(),
         "answer": _text(),
         "ref": ref_space(),
         "completions": spaces.Tuple([_text(config.max_completion_chars)] * L),

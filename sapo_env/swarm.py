@@ -210,7 +210,8 @@ class SwarmEnv(ParallelEnv):
         groups, row = {}, 0
         for a in self.agents:
             groups[a] = [make_group(a, self.round, k, d.question, reference_answer(d.entry),
-                                    parsed[a].completions[k], scores[a][k], advantages[row + k])
+                                    parsed[a].completions[k], scores[a][k], advantages[row + k],
+                                    self.config.system_prompt)
                          for k, d in enumerate(self._drawn[a])]
             row += len(groups[a])
         return groups

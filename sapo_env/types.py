@@ -42,6 +42,7 @@ class Group(TypedDict):
     round: int  #: round in which they were generated
     task: str
     question: str  #: the prompt text the completions answer
+    system_prompt: str  #: the system prompt they were written under (re-encoding needs it)
     answer: str  #: reference answer (an example of a correct one where the scorer checks validity)
     ref: QuestionRef
     completions: tuple[str, ...]

@@ -61,6 +61,7 @@ def test_groups_carry_text_answer_and_ref(small_env):
     assert [g["id"] for g in groups] == ["node_1/r0/q0", "node_1/r0/q1"]
     for k, g in enumerate(groups):
         assert g["round"] == 0 and g["question"] == questions[k]["prompt"]
+        assert g["system_prompt"] == small_env.config.system_prompt
         assert g["ref"] == questions[k]["ref"] and g["task"] == questions[k]["task"]
         assert g["answer"] == reference_answer(resolve(g["ref"]))
         assert g["completions"] == actions["node_1"]["completions"][k]
