@@ -13,7 +13,6 @@ Each subcommand is a function taking the parsed arguments; add one by registerin
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -64,12 +63,8 @@ def run_info(args: argparse.Namespace) -> None:
     from sapo_env.config import SwarmConfig
 
     defaults = SwarmConfig()
-    for f in dataclasses.fields(defaults):
-        value = getattr(defaults, f.name)
-        if f.name == "tasks":
-            value = ", ".join(t.name for t in value)
-        print(f"{f.name:26s} {value!r}" if not isinstance(value, str) or "\n" not in value
-              else f"{f.name:26s} {value.splitlines()[0]!r} ...")
+    for name, value in defaults.summary().items():
+        print(f"{name:26s} {value!r}")
     J = defaults.initial_num_external("node_0")
     print(f"""
 Protocols (questions_per_round):

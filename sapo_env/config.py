@@ -308,6 +308,21 @@ class SwarmConfig:
             return self.node_tasks[agent]
         return self.tasks
 
+    def summary(self) -> dict[str, Any]:
+        """Every field, shortened for display (``sapo-env info``, TensorBoard's config text):
+        task names only, the system prompt's first line, callables by name."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "tasks":
+                value = ", ".join(t.name for t in value)
+            elif isinstance(value, str) and "\n" in value:
+                value = value.splitlines()[0] + " ..."
+            elif callable(value):
+                value = getattr(value, "__name__", repr(value))
+            out[f.name] = value
+        return out
+
     def replace(self, **changes: Any) -> SwarmConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -341,7 +341,11 @@ class HeldOutEvaluator(Callback):
         self._config: SwarmConfig | None = None
         self._questions: list[DrawnQuestion] = []
         self._last_round = -1
-        self.listeners: list[Any] = []  #: called as ``listener(round, scores_by_node)``
+        self._listeners: list[Callable[[int, dict[str, float]], None]] = []
+
+    def add_listener(self, listener: Callable[[int, dict[str, float]], None]) -> None:
+        """Call ``listener(round, scores_by_node)`` after every evaluation (a logger's hook)."""
+        self._listeners.append(listener)
 
     def on_run_start(self, env: Any, agents: Mapping[str, Any]) -> None:
         self._agents, self._config = agents, env.config
@@ -365,7 +369,7 @@ class HeldOutEvaluator(Callback):
                               self.samples) for a in self.result.agents}
         self.result.rounds.append(round_)
         self.result.scores.append([scores[a] for a in self.result.agents])
-        for listener in self.listeners:
+        for listener in self._listeners:
             listener(round_, scores)
 
 

@@ -33,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -99,7 +98,7 @@ class TensorBoardCallback(Callback):
         self._writer = None
         self._agents: tuple[str, ...] = ()
         if held_out is not None:
-            held_out.listeners.append(self._log_held_out)
+            held_out.add_listener(self._log_held_out)
 
     @property
     def path(self) -> Path:
@@ -187,16 +186,8 @@ class TensorBoardCallback(Callback):
 def _describe(config: Any, hparams: Mapping[str, Any], agents: Mapping[str, Any]) -> str:
     """The configuration as Markdown for TensorBoard's text tab."""
     rows = dict(hparams)
-    if config is not None and dataclasses.is_dataclass(config):
-        for f in dataclasses.fields(config):
-            value = getattr(config, f.name)
-            if f.name == "tasks":
-                value = ", ".join(t.name for t in value)
-            elif f.name == "system_prompt":
-                value = value.splitlines()[0] + " ..." if value else value
-            elif callable(value):
-                value = getattr(value, "__name__", repr(value))
-            rows[f.name] = value
+    if config is not None:
+        rows |= config.summary()
     kinds = sorted({type(agent).__name__ for agent in agents.values()})
     rows["agents"] = ", ".join(kinds)
     lines = ["| setting | value |", "| --- | --- |"]

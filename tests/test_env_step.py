@@ -204,6 +204,19 @@ def test_share_mask_controls_publication(small_env):
     assert infos["node_0"]["pool_size"] == 1 and infos["node_0"]["external_shortfall"] == 0
 
 
+def test_taken_by_others_counts_other_nodes_batches_only():
+    env = sapo_env.parallel_env(n=4, completions_per_question=2, num_external=3, max_rounds=3)
+    observations, _ = env.reset(seed=5)
+    for _ in range(2):
+        observations, _, _, _, infos = env.step(mixed_actions(observations, num_external=6))
+        for a in env.agents:
+            by_others = sum(g["source"] == a for b in env.agents if b != a
+                            for g in observations[b]["batch"] if not g["local"])
+            assert infos[a]["taken_by_others"] == by_others
+        assert sum(i["taken_by_others"] for i in infos.values()) == sum(
+            i["external_groups"] for i in infos.values())
+
+
 def test_window_keeps_stale_groups():
     env = sapo_env.parallel_env(**SMALL, pool_window=3)
     observations, _ = env.reset(seed=0)
@@ -238,6 +251,7 @@ def test_self_replay_uses_own_earlier_groups_only():
             assert len(external) == 2
             assert all(g["source"] == a and t - 2 <= g["round"] < t for g in external)
             assert infos[a]["pool_size"] == replayable
+            assert infos[a]["taken_by_others"] == 0  # its own groups, replayed: nobody else
 
 
 def test_shared_questions_and_specialists():
