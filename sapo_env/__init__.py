@@ -10,6 +10,7 @@ from __future__ import annotations
 from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
 from sapo_env.runner import Callback, History, RoundRecord, run
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
+from sapo_env.types import make_observation
 
 __version__ = "0.1.0"
 
@@ -22,6 +23,7 @@ __all__ = [
     "SwarmEnv",
     "TaskSpec",
     "env",
+    "make_observation",
     "parallel_env",
     "raw_env",
     "run",

@@ -32,8 +32,8 @@ import numpy as np
 from sapo_env.answers import get_extractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
 from sapo_env.runner import Callback, History, RoundRecord
-from sapo_env.spaces import ActionMask
 from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, score_completions
+from sapo_env.types import make_observation
 
 PAPER_WINDOW = 100
 """The paper's moving-average window, in rounds."""
@@ -286,12 +286,10 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
     with _evaluation_scope(agent):  # once: the chunks draw on from each other's random state
         for start in range(0, len(questions), step):
             chunk = questions[start:start + step]
-            observation = {
-                "round": round_, "system_prompt": config.system_prompt,
-                "completions_per_question": samples, "train_budget": config.train_budget,
-                "num_external": 0, "questions": tuple(d.question for d in chunk), "pool": (),
-                "batch": (), "action_mask": ActionMask.for_questions(len(chunk)),
-            }
+            observation = make_observation(
+                round=round_, system_prompt=config.system_prompt,
+                completions_per_question=samples, train_budget=config.train_budget,
+                num_external=0, questions=tuple(d.question for d in chunk))
             action = agent.act(observation)
             for drawn, completions in zip(chunk, action["completions"]):
                 scores.extend(

@@ -20,6 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.types import action_mask
 
 # Characters random text is drawn from: what models print, including outside ASCII.
 SAMPLE_CHARSET = (
@@ -151,10 +152,6 @@ class ActionMask(spaces.Space):
         super().__init__(shape=None, dtype=None, seed=seed)
         self.max_questions = max_questions
 
-    @staticmethod
-    def for_questions(k: int) -> dict[str, Any]:
-        return {"completions": (k, None), "num_external": None, "share": (k, None)}
-
     @property
     def is_np_flattenable(self) -> bool:
         return False
@@ -164,10 +161,10 @@ class ActionMask(spaces.Space):
             return False
         length = x["completions"][0] if isinstance(x["completions"], tuple) else None
         return (isinstance(length, int) and 0 <= length <= self.max_questions
-                and x == self.for_questions(length))
+                and x == action_mask(length))
 
     def sample(self, mask: Any = None, probability: Any = None) -> dict[str, Any]:
-        return self.for_questions(int(self.np_random.integers(0, self.max_questions + 1)))
+        return action_mask(int(self.np_random.integers(0, self.max_questions + 1)))
 
     def __repr__(self) -> str:
         return f"ActionMask({self.max_questions})"

@@ -58,7 +58,7 @@ from sapo_env.pool import SharedPool
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
 from sapo_env.sampling import Assembly, assemble_batch, get_filter, get_sampler
 from sapo_env.tasks import QuestionSource, reference_answer, score_completions
-from sapo_env.types import Group, Observation
+from sapo_env.types import Group, Observation, make_observation
 
 
 class SwarmEnv(ParallelEnv):
@@ -266,18 +266,14 @@ class SwarmEnv(ParallelEnv):
         return infos
 
     def _observations(self) -> dict[str, Observation]:
+        c = self.config
         return {
-            a: {
-                "round": self.round,
-                "system_prompt": self.config.system_prompt,
-                "completions_per_question": self.config.completions_per_question,
-                "train_budget": self.config.train_budget,
-                "num_external": self._num_external[a],
-                "questions": tuple(d.question for d in self._drawn[a]),
-                "pool": self._pool.from_others(a),
-                "batch": self._batches[a],
-                "action_mask": spaces.ActionMask.for_questions(len(self._drawn[a])),
-            }
+            a: make_observation(
+                round=self.round, system_prompt=c.system_prompt,
+                completions_per_question=c.completions_per_question,
+                train_budget=c.train_budget, num_external=self._num_external[a],
+                questions=tuple(d.question for d in self._drawn[a]),
+                pool=self._pool.from_others(a), batch=self._batches[a])
             for a in self.agents
         }
 

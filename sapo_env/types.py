@@ -74,6 +74,33 @@ class Observation(TypedDict):
     action_mask: ActionMask  #: PettingZoo's convention, for sampling random valid actions
 
 
+def action_mask(num_questions: int) -> ActionMask:
+    """The sample mask of a round with ``num_questions`` questions."""
+    return {"completions": (num_questions, None), "num_external": None,
+            "share": (num_questions, None)}
+
+
+def make_observation(
+    *,
+    round: int,
+    system_prompt: str,
+    completions_per_question: int,
+    train_budget: int,
+    num_external: int,
+    questions: tuple[Question, ...],
+    pool: tuple[Group, ...] = (),
+    batch: tuple[Group, ...] = (),
+) -> Observation:
+    """A node's observation (the env's, and any code that asks an agent to act outside it,
+    such as held-out evaluation); the action mask follows from the questions."""
+    return {
+        "round": round, "system_prompt": system_prompt,
+        "completions_per_question": completions_per_question, "train_budget": train_budget,
+        "num_external": num_external, "questions": questions, "pool": pool, "batch": batch,
+        "action_mask": action_mask(len(questions)),
+    }
+
+
 class Action(TypedDict):
     """What a node does in a round.
 
