@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sapo_env.config import check_int
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation
+from sapo_env.validation import check_int
 
 WRONG_ANSWER = "I do not know"
 

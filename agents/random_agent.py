@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sapo_env.config import check_int
 from sapo_env.spaces import SAMPLE_CHARSET
 from sapo_env.types import Action, Group, Observation
+from sapo_env.validation import check_int
 
 
 class RandomAgent:

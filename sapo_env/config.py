@@ -28,6 +28,7 @@ from reasoning_gym.utils import SYSTEM_PROMPTS
 from sapo_env.answers import EXTRACTORS, AnswerExtractor
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
+from sapo_env.validation import check_int
 
 FilterName = Literal["zero_advantage", "none"]
 SamplingName = Literal["uniform"]
@@ -330,12 +331,6 @@ class SwarmConfig:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
-
-
-def check_int(name: str, value: Any, minimum: int) -> None:
-    """ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 def _check_j(name: str, value: Any, train_budget: int) -> None:

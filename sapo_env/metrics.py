@@ -34,6 +34,7 @@ from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
 from sapo_env.runner import Callback, History, RoundRecord
 from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, score_completions
 from sapo_env.types import make_observation
+from sapo_env.validation import check_int
 
 PAPER_WINDOW = 100
 """The paper's moving-average window, in rounds."""
@@ -60,8 +61,7 @@ def moving_average(values: np.ndarray, window: int = PAPER_WINDOW) -> np.ndarray
     does) and rounds in which a node did not act (NaN) are skipped. NaN where a window has no
     value at all.
     """
-    if not (isinstance(window, int) and window >= 1):
-        raise ValueError(f"window must be an int >= 1, got {window!r}")
+    check_int("window", window, 1)
     values = np.asarray(values, dtype=np.float64)
     present = ~np.isnan(values)
     sums = np.cumsum(np.where(present, values, 0.0), axis=0)
@@ -248,8 +248,7 @@ def held_out_questions(config: SwarmConfig, n_questions: int = 64, seed: int = 0
     block no training stream ever uses, so no held-out question is a training question. The
     same ``(config.tasks, n_questions, seed)`` gives the same set.
     """
-    if not (isinstance(n_questions, int) and n_questions >= 1):
-        raise ValueError(f"n_questions must be an int >= 1, got {n_questions!r}")
+    check_int("n_questions", n_questions, 1)
     specs = config.tasks
     if len(specs) > _TASK_SLOTS:
         raise ValueError(f"held-out evaluation supports at most {_TASK_SLOTS} tasks, "
@@ -329,10 +328,8 @@ class HeldOutEvaluator(Callback):
 
     def __init__(self, every: int = 100, n_questions: int = 64, seed: int = 0,
                  samples: int = 1):
-        if not (isinstance(every, int) and every >= 1):
-            raise ValueError(f"every must be an int >= 1, got {every!r}")
-        if not (isinstance(samples, int) and samples >= 1):
-            raise ValueError(f"samples must be an int >= 1, got {samples!r}")
+        check_int("every", every, 1)
+        check_int("samples", samples, 1)
         self.every, self.n_questions, self.seed, self.samples = every, n_questions, seed, samples
         self.result: HeldOutResult | None = None
         self._agents: Mapping[str, Any] = {}

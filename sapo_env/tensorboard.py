@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from sapo_env.runner import Callback, History, RoundRecord
+from sapo_env.validation import check_int
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,7 @@ class TensorBoardCallback(Callback):
                  held_out: Any = None, flush_every: int = 50,
                  hparams: Mapping[str, Any] | None = None):
         self._event, self._summary, self._text_pb, self._writer_cls = _require_tensorboard()
-        if not (isinstance(flush_every, int) and flush_every >= 1):
-            raise ValueError(f"flush_every must be an int >= 1, got {flush_every!r}")
+        check_int("flush_every", flush_every, 1)
         self.log_dir = Path(log_dir)
         self.run_name = run_name
         self.flush_every = flush_every

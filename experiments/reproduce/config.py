@@ -14,6 +14,7 @@ import numpy as np
 
 from experiments.reproduce import learners
 from experiments.reproduce.learners import AgentFactory
+from sapo_env.validation import check_int
 
 Learner = Literal["sim", "grpo"]
 Protocol = Literal["paper", "fixed"]
@@ -129,11 +130,9 @@ class ReproduceConfig:
                            tuple(dict.fromkeys(BY_LABEL[e].label for e in self.experiments)))
         for name in ("seeds", "rounds", "n_agents", "held_out_every", "held_out_questions",
                      "grpo_max_new_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if self.jobs is not None and (not isinstance(self.jobs, int) or self.jobs < 1):
-            raise ValueError(f"jobs must be None or an int >= 1, got {self.jobs!r}")
+            check_int(name, getattr(self, name), 1)
+        if self.jobs is not None:
+            check_int("jobs", self.jobs, 1)
         if self.n_agents < 2:
             raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
                              f"got {self.n_agents}")
