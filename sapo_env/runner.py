@@ -2,8 +2,9 @@
 
 An agent is any object with ``act(observation) -> action`` and ``learn(batch) -> dict | None``
 (the metrics of its update). Agents that generate faster together (LoRA nodes sharing one base
-model) expose the same ``joint_actor`` object; the runner then calls
-``joint_actor.act_jointly({node: observation, ...})`` once for all of them.
+model) are ``JointMember``s: they expose the same ``joint_actor`` (a ``JointActor``), and the
+runner calls ``joint_actor.act_jointly({node: observation, ...})`` once for all of them
+instead of each one's ``act``.
 
 Cumulative reward, two definitions (``History``):
     ``cumulative_reward``: sum over rounds of the swarm's mean reward. The paper's 1093.31 for
@@ -48,7 +49,17 @@ class Agent(Protocol):
 
 
 class JointActor(Protocol):
+    """Acts for several nodes in one call (one batched generation for a LoRA swarm)."""
+
     def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]: ...
+
+
+@runtime_checkable
+class JointMember(Agent, Protocol):
+    """An agent that acts through a ``JointActor`` shared with other agents (None: it acts
+    alone, through its own ``act``)."""
+
+    joint_actor: JointActor | None
 
 
 @dataclass
@@ -189,11 +200,11 @@ def _act(agents: Mapping[str, Agent], observations: dict[str, Observation]) -> d
     actions: dict[str, Action] = {}
     joint: dict[int, tuple[JointActor, dict[str, Observation]]] = {}
     for a, observation in observations.items():
-        actor = getattr(agents[a], "joint_actor", None)
-        if actor is None:
-            actions[a] = agents[a].act(observation)
+        agent = agents[a]
+        if isinstance(agent, JointMember) and agent.joint_actor is not None:
+            joint.setdefault(id(agent.joint_actor), (agent.joint_actor, {}))[1][a] = observation
         else:
-            joint.setdefault(id(actor), (actor, {}))[1][a] = observation
+            actions[a] = agent.act(observation)
     for actor, group in joint.values():
         actions.update(actor.act_jointly(group))
     return {a: actions[a] for a in observations}
