@@ -129,15 +129,15 @@ def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
 # --- pool health -----------------------------------------------------------------------------
 def info_array(history: History, key: str, missing: float = np.nan) -> np.ndarray:
     """A (rounds, n) float array of one per-node info value (``missing`` where absent/None)."""
-    return _per_node(history, history.infos, key, missing)
+    return _per_node(history.agents, history.infos[:history.rounds], key, missing)
 
 
-def _per_node(history: History, rounds: Sequence[Mapping[str, Mapping[str, Any]]], key: str,
-              missing: float) -> np.ndarray:
+def _per_node(agents: Sequence[str], rounds: Sequence[Mapping[str, Mapping[str, Any]]],
+              key: str, missing: float) -> np.ndarray:
     """(rounds, n) array of ``rounds[r][node][key]`` (``missing`` where absent or None)."""
-    column = {a: i for i, a in enumerate(history.agents)}
-    out = np.full((history.rounds, len(history.agents)), missing, dtype=np.float64)
-    for r, by_node in enumerate(rounds[:history.rounds]):
+    column = {a: i for i, a in enumerate(agents)}
+    out = np.full((len(rounds), len(agents)), missing, dtype=np.float64)
+    for r, by_node in enumerate(rounds):
         for agent, values in by_node.items():
             value = values.get(key)
             if value is not None:
@@ -158,18 +158,30 @@ class PoolHealth:
     contribution: np.ndarray  #: (rounds, n) groups of each node that others took as external
     consumption: np.ndarray  #: (rounds, n) external groups each node trained on
     external_shortfall: np.ndarray  #: (rounds, n) external groups asked for but not available
+    #: (rounds,) fraction of their own groups with zero advantage, averaged over the nodes that
+    #: answered questions
+    zero_advantage_fraction: np.ndarray
 
 
 def pool_health(history: History) -> PoolHealth:
     """Pool health from the env's infos (see ``SwarmEnv`` infos)."""
-    shared = info_array(history, "shared_groups", 0.0)
-    shared_reward = info_array(history, "shared_mean_reward")
+    return pool_health_of(history.infos[:history.rounds], history.agents)
+
+
+def pool_health_of(infos: Sequence[Mapping[str, Mapping[str, Any]]],
+                   agents: Sequence[str]) -> PoolHealth:
+    """Pool health from a sequence of rounds' infos (one round: TensorBoard's per-round log)."""
+    def per_node(key: str, missing: float = np.nan) -> np.ndarray:
+        return _per_node(agents, infos, key, missing)
+
+    shared = per_node("shared_groups", 0.0)
+    shared_reward = per_node("shared_mean_reward")
     with np.errstate(all="ignore"):
         weighted = np.nansum(np.nan_to_num(shared_reward) * shared, axis=1)
         total = shared.sum(axis=1)
         mean_reward = np.where(total > 0, weighted / np.maximum(total, 1), np.nan)
-        size = info_array(history, "pool_size")
-        filtered = info_array(history, "pool_size_filtered")
+        size = per_node("pool_size")
+        filtered = per_node("pool_size_filtered")
         fraction = _nanmean(np.where(size > 0, filtered / np.where(size > 0, size, 1), np.nan),
                             axis=1)
     return PoolHealth(
@@ -177,9 +189,10 @@ def pool_health(history: History) -> PoolHealth:
         shared_mean_reward=mean_reward,
         informative=_nanmean(filtered, axis=1),
         informative_fraction=fraction,
-        contribution=info_array(history, "taken_by_others", 0.0),
-        consumption=info_array(history, "external_groups", 0.0),
-        external_shortfall=info_array(history, "external_shortfall", 0.0),
+        contribution=per_node("taken_by_others", 0.0),
+        consumption=per_node("external_groups", 0.0),
+        external_shortfall=per_node("external_shortfall", 0.0),
+        zero_advantage_fraction=_nanmean(per_node("zero_advantage_fraction"), axis=1),
     )
 
 
@@ -231,7 +244,7 @@ def propagation(history: History, threshold: float = 0.5, window: int = PAPER_WI
 def learn_metric(history: History, key: str) -> np.ndarray:
     """A (rounds, n) array of one value the agents' ``learn`` returned (NaN where absent), e.g.
     the simulated learner's ``tag_prob``; ``propagation_of`` applies to it too."""
-    return _per_node(history, history.learn_metrics, key, np.nan)
+    return _per_node(history.agents, history.learn_metrics[:history.rounds], key, np.nan)
 
 
 # --- held-out evaluation ---------------------------------------------------------------------

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.metrics import pool_health_of
 from sapo_env.runner import Callback, History, RoundRecord
 from sapo_env.validation import check_int
 
@@ -138,31 +139,20 @@ class TensorBoardCallback(Callback):
             values |= {"reward/swarm_mean": r.mean(), "reward/swarm_min": r.min(),
                        "reward/swarm_max": r.max()}
         by_task: dict[str, list[float]] = {}
-        shared = shared_reward = 0.0
-        informative, zero_adv = [], []
         for a, info in record.infos.items():
             for task, score in info.get("task_scores", {}).items():
                 by_task.setdefault(task, []).append(score)
-            n_shared = info.get("shared_groups", 0) or 0
-            shared += n_shared
-            if n_shared and info.get("shared_mean_reward") is not None:
-                shared_reward += n_shared * info["shared_mean_reward"]
-            if info.get("pool_size"):
-                informative.append(info["pool_size_filtered"] / info["pool_size"])
-            if "zero_advantage_fraction" in info:
-                zero_adv.append(info["zero_advantage_fraction"])
             for key in ("num_external", "generated_completions", "taken_by_others",
                         "external_shortfall"):
                 if key in info:
                     values[f"sampling/{key}/{a}"] = info[key]
         values |= {f"task/{t}": float(np.mean(s)) for t, s in by_task.items()}
-        values["pool/shared"] = shared
-        if shared:
-            values["pool/shared_mean_reward"] = shared_reward / shared
-        if informative:
-            values["pool/informative_fraction"] = float(np.mean(informative))
-        if zero_adv:
-            values["pool/zero_advantage_fraction"] = float(np.mean(zero_adv))
+        pool = pool_health_of([record.infos], list(record.infos))  # the sweep's definitions
+        values["pool/shared"] = float(pool.shared[0])
+        for key in ("shared_mean_reward", "informative_fraction", "zero_advantage_fraction"):
+            value = float(getattr(pool, key)[0])
+            if not math.isnan(value):  # NaN: nothing shared, or nothing answered, this round
+                values[f"pool/{key}"] = value
         for a, metrics in record.learn_metrics.items():
             for key, v in metrics.items():
                 if isinstance(v, (int, float, np.floating, np.integer)):
