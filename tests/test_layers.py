@@ -39,3 +39,50 @@ def test_importing_the_env_loads_no_agent():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def top_level_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of ours that ``path`` imports when it is imported (statements at module level;
+    imports inside functions run later and cannot form an import cycle)."""
+    found = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # ``from pkg import sub`` imports the submodule; ``from pkg import name`` the package
+            subs = [f"{node.module}.{alias.name}" for alias in node.names]
+            names = [n for n in subs if n in known] or [node.module]
+        found |= {n for n in names if n in known}
+    # a module's own packages are imported before it anyway: no edge back to them
+    own = module_name(path)
+    return {n for n in found if not own.startswith(n + ".")}
+
+
+def test_no_import_cycles():
+    paths = [p for layer in LAYERS for p in (ROOT / layer).rglob("*.py")]
+    known = {module_name(p) for p in paths}
+    graph = {module_name(p): top_level_imports(p, known) - {module_name(p)} for p in paths}
+    visiting, done, cycles = [], set(), []
+
+    def visit(module: str) -> None:
+        if module in done:
+            return
+        if module in visiting:
+            cycles.append(visiting[visiting.index(module):] + [module])
+            return
+        visiting.append(module)
+        for dependency in sorted(graph[module]):
+            # importing a.b imports package a first
+            visit(dependency)
+        visiting.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+    assert cycles == []
