@@ -18,7 +18,7 @@ from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
     "GRPOAgent": "agents.grpo",
-    "GRPOConfig": "agents.grpo",
+    "GRPOConfig": "agents.grpo",  # defined in agents.grpo_config, re-exported
     "lora_swarm": "agents.lora",
 }
 

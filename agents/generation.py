@@ -20,17 +20,16 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from jinja2 import TemplateError
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
+from agents.grpo_config import GRPOConfig
 from agents.mixed_adapters import per_row_adapters
 from agents.models import autocast
-
-if TYPE_CHECKING:
-    from agents.grpo import GRPOConfig, TorchRNG
+from agents.torch_rng import TorchRNG
 
 
 def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, system: str, question: str) -> list[int]:

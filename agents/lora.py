@@ -2,8 +2,9 @@
 
 ``lora_swarm(model, n, config)`` loads ``model`` once (a hub id or path, a ``PreTrainedModel``
 or ``"smollm2-135m"``) and returns ``n`` :class:`~agents.grpo.GRPOAgent` objects, each with its
-own adapter, Adam state and random stream. Memory is one base plus n small adapters instead
-of n full models with their gradients and Adam moments.
+own adapter, Adam state and random stream (built with :meth:`GRPOAgent.with_adapter`, one
+adapter after another on the same peft model). Memory is one base plus n small adapters
+instead of n full models with their gradients and Adam moments.
 
 Joint generation: the agents share a :class:`JointActor` as ``agent.joint_actor``. Given the
 observations of several of them, keyed by env node name, ``act_jointly`` generates every
@@ -45,8 +46,10 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agents.generation import generate_completion_ids
-from agents.grpo import GRPOAgent, GRPOConfig, RatioPolicy, TorchRNG, claim_model
-from agents.models import load_model, resolve_device, resolve_dtype
+from agents.grpo import GRPOAgent, RatioPolicy
+from agents.grpo_config import GRPOConfig
+from agents.models import claim_model, load_model, resolve_device, resolve_dtype
+from agents.torch_rng import TorchRNG
 
 
 class JointActor:
@@ -143,9 +146,9 @@ def lora_swarm(
     agents: list[GRPOAgent] = []
     shared: torch.nn.Module = base
     for i in range(n):
-        agent = GRPOAgent._create(
-            shared, tokenizer, config, adapter_name=f"lora_{i}", num_external=externals[i],
-            ratio_policy=policies[i], seed=streams[i], device=device, dtype=dtype,
+        agent = GRPOAgent.with_adapter(
+            shared, tokenizer, config, f"lora_{i}", num_external=externals[i],
+            ratio_policy=policies[i], seed=streams[i],
         )
         shared = agent.model  # the PeftModel after the first adapter; later ones add to it
         agents.append(agent)

@@ -21,7 +21,10 @@ completion tokens (padding and prompt are 0). Masked positions never reach the r
 when they hold ``inf`` or ``nan``.
 
 Micro-batching: pass ``total_tokens`` / ``total_sequences`` of the whole batch and the losses
-of the micro-batches add up to the loss of the whole batch.
+of the micro-batches add up to the loss of the whole batch. The whole batch is what genrl and
+TRL divide by: completions whose loss is zero (advantage 0, no KL) count even when the caller
+never forwards them, and a completion whose mask is all zero (TRL's masked truncated ones)
+counts no token but, under ``"sequence"``, one sequence.
 
 Example::
 

@@ -11,6 +11,12 @@
   to float32 once (~15 s) and the result is saved as safetensors under :func:`cache_dir`, so
   later loads take well under a second and need no network.
 
+Preparing a loaded model for training: ``claim_model(model)`` records that one agent trains
+a model object in place (a second claim is an error); ``enable_gradient_checkpointing``
+turns on activation recomputation across transformers versions; ``attach_lora_adapter(model,
+name, ...)`` adds a named LoRA adapter (wrapping a plain model in peft, or adding to a peft
+model that already holds other agents' adapters).
+
 Devices and dtypes: ``resolve_device("auto")`` picks cuda, then mps, then cpu;
 ``resolve_dtype("auto", device)`` is bfloat16 on cuda and float32 elsewhere.
 
@@ -27,6 +33,9 @@ import logging
 import os
 import shutil
 import tempfile
+import warnings
+import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -182,3 +191,55 @@ def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractCon
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def attach_lora_adapter(
+    model: torch.nn.Module, name: str, *, rank: int, alpha: float, dropout: float,
+    target_modules: Sequence[str] | Literal["all-linear"],
+) -> torch.nn.Module:
+    """Add LoRA adapter ``name``: wraps a plain model in peft, or adds to a peft model.
+
+    Returns the peft model. Adapter weights stay float32 on a half-precision base
+    (``autocast_adapter_dtype``): Adam steps at small learning rates vanish in bfloat16.
+    """
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    lora = LoraConfig(
+        r=rank, lora_alpha=alpha, lora_dropout=dropout,
+        target_modules=target_modules if target_modules == "all-linear" else list(target_modules),
+        task_type="CAUSAL_LM",
+    )
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated `is_gradient_checkpointing`: noise, not news.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing",
+                                category=FutureWarning)
+        if isinstance(model, PeftModel):
+            model.add_adapter(name, lora)
+            return model
+        return get_peft_model(model, lora, adapter_name=name, autocast_adapter_dtype=True)
+
+
+# Base models owned by an agent: a second agent training the same object in place would
+# silently share weights with the first.
+_OWNED_MODELS: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+
+
+def claim_model(model: torch.nn.Module) -> None:
+    """Mark ``model`` as trained in place by one owner; a second claim is an error."""
+    if model in _OWNED_MODELS:
+        raise ValueError(
+            "this model object already belongs to another GRPOAgent, which trains it in place; "
+            "pass copy.deepcopy(model), a model id, or use agents.lora_swarm to share a frozen base"
+        )
+    _OWNED_MODELS.add(model)
+
+
+def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute activations in the backward pass, non-reentrant: with a frozen base the
+    reentrant variant would drop the adapters' gradients."""
+    # transformers 5.2x renamed it (the old name warns); 4.x has only the old one.
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

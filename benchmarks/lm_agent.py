@@ -109,7 +109,8 @@ def learn_batch(agent: GRPOAgent, obs: dict, rng: np.random.Generator) -> tuple:
     for q, texts in zip(obs["questions"], action["completions"]):
         adv = rng.standard_normal(len(texts)).astype(np.float32)
         groups.append({"id": q["id"], "source": "node_0", "round": 0, "task": q["task"],
-                       "question": q["prompt"], "answer": "", "ref": q["ref"],
+                       "question": q["prompt"], "system_prompt": obs["system_prompt"],
+                       "answer": "", "ref": q["ref"],
                        "completions": texts, "rewards": np.zeros_like(adv),
                        "advantages": adv - adv.mean(), "local": True})
     return tuple(groups)
@@ -129,7 +130,7 @@ def bench_learn(tokens: int) -> dict:
         agent.learn(batch)  # warm-up: Adam state allocation, first-call overheads
         metrics = agent.learn(batch)
         encoded = [agent.encode_group(g) for g in batch]
-        total = sum(len(p) * len(c) + sum(map(len, c)) for p, c in encoded)
+        total = sum(len(p) * len(c) + sum(map(len, c)) for p, c, _ in encoded)
         results[name] = {"tokens": metrics["tokens"], "seconds": metrics["seconds"],
                          "tokens_per_s": metrics["tokens"] / metrics["seconds"],
                          "all_tokens_per_s": total / metrics["seconds"]}

@@ -24,10 +24,11 @@ def hand_token_losses(logp, old, adv, mask=None, low=0.2, high=0.28, beta=0.0, r
     return rows
 
 
-def hand_loss(logp, old, adv, normalization, low=0.2, high=0.28):
-    """The batch loss: ``"token"`` sums every token / their count, ``"sequence"`` averages
-    per row, then over rows."""
-    rows = hand_token_losses(logp, old, adv, low=low, high=high)
+def hand_loss(logp, old, adv, normalization, low=0.2, high=0.28, mask=None):
+    """The batch loss as genrl and TRL compute it: ``"token"`` sums every unmasked token / their
+    count, ``"sequence"`` averages per row (a fully masked row counts, with loss 0), then over
+    every row. Rows with advantage 0 count like the others."""
+    rows = hand_token_losses(logp, old, adv, mask, low=low, high=high)
     if normalization == "token":
         return sum(map(sum, rows)) / sum(map(len, rows))
-    return sum(sum(r) / len(r) for r in rows) / len(rows)
+    return sum(sum(r) / max(len(r), 1) for r in rows) / len(rows)

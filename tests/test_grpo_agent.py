@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -38,24 +39,23 @@ def observation(copies=3, questions=QUESTIONS, budget=2):
     }
 
 
-def group(question, completions, advantages, local=True, source="node_0"):
+def group(question, completions, advantages, local=True, source="node_0", system=SYSTEM):
     return {
         "id": f"{source}/r0/q0", "source": source, "round": 0, "task": "basic_arithmetic",
-        "question": question, "answer": "3", "ref": {}, "completions": tuple(completions),
+        "question": question, "system_prompt": system, "answer": "3", "ref": {},
+        "completions": tuple(completions),
         "rewards": np.clip(np.asarray(advantages, dtype=np.float32), 0, 1),
         "advantages": np.asarray(advantages, dtype=np.float32), "local": local,
     }
 
 
 def agent_with(tok, config=FAST, model_seed=0, seed=0, **kwargs):
-    agent = GRPOAgent(tiny_llama(tok, seed=model_seed), tok, config, seed=seed, **kwargs)
-    agent.system_prompt = SYSTEM
-    return agent
+    return GRPOAgent(tiny_llama(tok, seed=model_seed), tok, config, seed=seed, **kwargs)
 
 
-def prompt_ids(tok, question):
+def prompt_ids(tok, question, system=SYSTEM):
     """Written independently of the agent: the chat template, then the tokenizer."""
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return tok(text, add_special_tokens=False)["input_ids"]
 
@@ -64,9 +64,11 @@ def completion_ids(tok, text):
     return tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
 
 
-def token_logps(model, tok, question, completion):
-    """Per-token log-probabilities of a completion, one unpadded sequence, no agent code."""
-    prompt, target = prompt_ids(tok, question), completion_ids(tok, completion)
+def token_logps(model, tok, question, completion, target=None):
+    """Per-token log-probabilities of a completion (its ids + EOS unless ``target`` gives
+    them), one unpadded sequence, no agent code."""
+    prompt = prompt_ids(tok, question)
+    target = completion_ids(tok, completion) if target is None else target
     with torch.no_grad():
         logits = model(torch.tensor([prompt + target])).logits[0].float()
     logp = logits.log_softmax(-1)
@@ -155,7 +157,8 @@ def test_learn_raises_positive_and_lowers_negative_completion(tok):
     assert metrics["groups"] == 1 and metrics["tokens"] == len(good) + len(bad) + 2  # + EOS
     truncated = agent_with(tok, GRPOConfig(max_new_tokens=4)).learn(
         (group(QUESTIONS[0], (good, bad), (1.0, -1.0)),))
-    assert truncated["tokens"] == 2 * (4 + 1)  # max_new_tokens bounds what is trained on
+    assert truncated["tokens"] == 2 * 4  # max_new_tokens bounds what is trained on, no EOS
+    assert truncated["truncated"] == 2 and metrics["truncated"] == 0
     assert metrics["ratio_mean"] == pytest.approx(1.0) and metrics["clip_fraction"] == 0
     assert metrics["grad_norm"] > 0 and metrics["seconds"] > 0
 
@@ -204,10 +207,15 @@ def test_external_group_encodes_like_local_generation(tok):
         device=agent.device, dtype=agent.dtype, rng=agent.rng,
     )
     texts = agent.build_action(obs, generated)["completions"][0]
+    # generate returns the tokens before EOS: fewer than max_new_tokens means it ended there
+    ended = [len(ids) < agent.config.max_new_tokens for ids in generated]
     for flag in (True, False):
-        prompt, encoded = agent.encode_group(group(QUESTIONS[0], texts, (1, 0, 0, -1), local=flag))
+        prompt, encoded, flags = agent.encode_group(
+            group(QUESTIONS[0], texts, (1, 0, 0, -1), local=flag))
         assert prompt == prompts[0]
-        assert encoded == [ids + [tok.eos_token_id] for ids in generated]
+        assert encoded == [ids + [tok.eos_token_id] if e else ids
+                           for ids, e in zip(generated, ended)]
+        assert flags == ended
     # learn treats a local group and the same text arriving from another node identically
     local, external = agent_with(tok), agent_with(tok)
     local.learn((group(QUESTIONS[0], texts, (1, 0, 0, -1), local=True),))
@@ -229,18 +237,96 @@ def test_padding_does_not_change_the_update(tok):
     assert same_params(params(one.model), params(all_.model), atol=1e-6)
 
 
-def test_zero_advantage_groups_cost_nothing(tok):
-    informative = group(QUESTIONS[0], ("3", "4"), (1.0, -1.0))
+# One informative group of 8 one-character answers (2 tokens each with EOS) and one
+# zero-advantage group of 8 answers, as long ("7") or longer ("28", 3 tokens each).
+INFORMATIVE_ADVANTAGES = (1.5, -0.5, 1.0, -1.0, 0.5, -1.5, 0.25, -0.25)
+
+
+@pytest.mark.parametrize("normalization", ["token", "sequence"])
+@pytest.mark.parametrize("flat_text", ["7", "28"])
+def test_zero_advantage_groups_dilute_the_step_as_in_the_reference(tok, normalization,
+                                                                   flat_text):
+    answers = tuple("3456789x")
+    informative = group(QUESTIONS[0], answers, INFORMATIVE_ADVANTAGES)
+    flat = group(QUESTIONS[1], (flat_text,) * 8, (0.0,) * 8)
+    config = GRPOConfig(max_new_tokens=12, learning_rate=1e-2, max_grad_norm=None,
+                        loss_normalization=normalization)
+    alone, diluted = agent_with(tok, config), agent_with(tok, config)
+    old_way = agent_with(tok, dataclasses.replace(config, count_zero_advantage_groups=False))
+    m_alone, m_diluted = alone.learn((informative,)), diluted.learn((informative, flat))
+    m_old = old_way.learn((informative, flat))
+
+    # The flat group adds no gradient, only denominator: its tokens, or its 8 completions.
+    own, extra = (8 * 2, 8 * (len(flat_text) + 1)) if normalization == "token" else (8, 8)
+    assert m_diluted["normalizer"] == own + extra and m_alone["normalizer"] == own
+    ratio = own / (own + extra)  # 1/2 with equal lengths and always under "sequence"
+    assert m_diluted["grad_norm"] == pytest.approx(ratio * m_alone["grad_norm"], rel=1e-5)
+    # The loss is the reference's over all 16 completions (ratio 1 in the first pass).
+    logps = [token_logps(tiny_llama(tok), tok, q, c) for q, texts in
+             ((QUESTIONS[0], answers), (QUESTIONS[1], (flat_text,) * 8)) for c in texts]
+    expected = hand_loss(logps, logps, INFORMATIVE_ADVANTAGES + (0.0,) * 8, normalization)
+    assert m_diluted["loss"] == pytest.approx(expected, rel=1e-5)
+    # No forward pass for the flat group either way.
+    assert m_diluted["tokens"] == m_alone["tokens"] == 16
+    assert m_diluted["groups"] == 1 and m_diluted["skipped_groups"] == 1
+    # count_zero_advantage_groups=False: the flat group is as good as absent (the old way).
+    assert m_old["grad_norm"] == m_alone["grad_norm"] and m_old["normalizer"] == own
+    assert same_params(params(old_way.model), params(alone.model))
+
+
+def test_a_batch_of_zero_advantage_groups_costs_no_pass_and_no_step(tok):
     flat = group(QUESTIONS[1], ("28", "28"), (0.0, 0.0))
     agent = agent_with(tok)
     theta = params(agent.model)
     metrics = agent.learn((flat,))
     assert metrics["groups"] == 0 and metrics["skipped_groups"] == 1 and metrics["tokens"] == 0
+    assert metrics["normalizer"] == 2 * 3  # counted, never forwarded
     assert same_params(theta, params(agent.model)) and agent.steps == 0
-    with_flat, without = agent_with(tok), agent_with(tok)
-    with_flat.learn((informative, flat))
-    without.learn((informative,))
-    assert same_params(params(with_flat.model), params(without.model))
+
+
+def test_eos_only_where_the_text_ended(tok):
+    agent = agent_with(tok, GRPOConfig(max_new_tokens=5, device="cpu"))
+    texts = ("abc", "abcd", "abcde", "abcdefgh")  # one token per character
+    _, encoded, ended = agent.encode_group(group(QUESTIONS[0], texts, (1, -1, 1, -1)))
+    eos = tok.eos_token_id
+    assert ended == [True, True, False, False]  # text + EOS fits in 5 tokens, or not
+    assert encoded == [completion_ids(tok, "abc"), completion_ids(tok, "abcd"),
+                       completion_ids(tok, "abcde")[:5], completion_ids(tok, "abcde")[:5]]
+    assert encoded[1][-1] == eos and eos not in encoded[2] + encoded[3]
+
+
+@pytest.mark.parametrize("normalization", ["token", "sequence"])
+@pytest.mark.parametrize("mask", [False, True])
+def test_truncated_completions_with_and_without_masking(tok, normalization, mask):
+    short, long = "3", "no, the answer is 4"  # 2 tokens with EOS; 19, cut to 8 without EOS
+    config = GRPOConfig(max_new_tokens=8, learning_rate=1e-2, max_grad_norm=None,
+                        loss_normalization=normalization, mask_truncated_completions=mask)
+    agent = agent_with(tok, config)
+    metrics = agent.learn((group(QUESTIONS[0], (short, long), (1.0, -1.0)),))
+    model = tiny_llama(tok)
+    logps = [token_logps(model, tok, QUESTIONS[0], short),
+             token_logps(model, tok, QUESTIONS[0], long, target=completion_ids(tok, long)[:8])]
+    masks = [[1, 1], [0 if mask else 1] * 8]
+    expected = hand_loss(logps, logps, (1.0, -1.0), normalization, mask=masks)
+    assert metrics["loss"] == pytest.approx(expected, rel=1e-5)
+    assert metrics["truncated"] == 1
+    assert metrics["tokens"] == (2 if mask else 10)
+    assert metrics["normalizer"] == (2 if normalization == "sequence" else 2 if mask else 10)
+    if mask:  # the short answer's gradient alone, over 2 completions under "sequence"
+        solo = agent_with(tok, config).learn((group(QUESTIONS[0], (short,), (1.0,)),))
+        scale = 0.5 if normalization == "sequence" else 1.0
+        assert metrics["grad_norm"] == pytest.approx(scale * solo["grad_norm"], rel=1e-5)
+
+
+def test_groups_are_encoded_under_their_own_system_prompt(tok, tmp_path):
+    agent = agent_with(tok)
+    agent.act(observation())  # under SYSTEM; nothing of it is kept
+    other = "Think step by step."
+    prompt, _, _ = agent.encode_group(group(QUESTIONS[0], ("3",), (0.0,), system=other))
+    assert prompt == prompt_ids(tok, QUESTIONS[0], system=other) != prompt_ids(tok, QUESTIONS[0])
+    assert not hasattr(agent, "system_prompt")
+    agent.save(tmp_path / "ckpt")
+    assert "system_prompt" not in torch.load(tmp_path / "ckpt" / "state.pt", weights_only=True)
 
 
 @pytest.mark.parametrize("use_lora", [False, True])
@@ -325,9 +411,22 @@ def test_lora_swarm_shares_one_base_and_keeps_nodes_independent(tok):
     assert sum(token_logps_lora(agents[1], "3")) == logp_before  # node 1's policy unchanged
 
 
+def test_with_adapter_adds_one_adapter_per_agent_to_a_shared_base(tok):
+    base = tiny_llama(tok)
+    first = GRPOAgent.with_adapter(base, tok, SWARM_LORA, "node_a", seed=0)
+    second = GRPOAgent.with_adapter(first.model, tok, SWARM_LORA, "node_b", seed=1)
+    assert second.model is first.model and set(first.model.peft_config) == {"node_a", "node_b"}
+    assert not any(p is q for p in first.trainable_parameters
+                   for q in second.trainable_parameters)
+    with pytest.raises(ValueError, match="use_lora"):
+        GRPOAgent.with_adapter(tiny_llama(tok), tok, SWARM, "node_c")
+
+
+SWARM_LORA = dataclasses.replace(SWARM, use_lora=True)
+
+
 def token_logps_lora(agent, completion):
     agent.model.set_adapter(agent.adapter_name)
-    agent.system_prompt = SYSTEM
     return token_logps(agent.model, agent.tokenizer, QUESTIONS[0], completion)
 
 

@@ -1,0 +1,151 @@
+"""What ``GRPOAgent.learn`` trains on: groups re-encoded as tokens, then packed in micro-batches.
+
+Every completion, local or external, arrives as text and is re-encoded with the learning
+agent's own tokenizer, under the chat prompt its group was written for (the group's system
+prompt, its question as the user turn):
+
+:func:`encode_group`
+    the prompt ids and each completion's ids. A completion *ended* when its re-encoding plus
+    EOS fits in ``max_new_tokens``: it gets EOS appended. One that needs more was cut, and
+    is kept to its first ``max_new_tokens`` tokens without EOS, so that an answer cut short
+    does not teach the model to stop there. This is what generation produced (TRL trains on
+    the same ids; genrl re-tokenizes without any EOS): an own completion that stopped at EOS
+    re-encodes to fewer than ``max_new_tokens`` tokens, one cut by the limit to exactly
+    ``max_new_tokens``. Edge cases: a text that re-encodes to exactly ``max_new_tokens``
+    tokens counts as cut even when another node's model ended it there (this agent's own
+    ``generate`` would have cut it), and a tokenizer whose decode-then-encode round trip
+    changes the token count is judged by the re-encoding.
+:func:`training_set`
+    the completions to forward (:class:`Row`) and the loss's normaliser, following
+    ``GRPOConfig.count_zero_advantage_groups`` and ``mask_truncated_completions``.
+    Completions whose loss is zero whatever the weights (advantage 0 with ``beta`` 0, or
+    masked as truncated) get no forward pass but still count where the reference counts them.
+:func:`micro_batches`
+    rows sorted by length and padded into ``(S, P + C)`` tensors: prompts left-padded,
+    completions right-padded, position ids counting real tokens only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from agents.generation import chat_prompt_ids
+from agents.grpo_config import GRPOConfig
+
+
+class EncodedGroup(NamedTuple):
+    """A group as token ids under one agent's tokenizer."""
+
+    prompt: list[int]  #: the chat prompt: the group's system prompt and question
+    completions: list[list[int]]  #: each completion's ids, + EOS where it ended
+    ended: list[bool]  #: whether each completion ended within ``max_new_tokens``
+
+
+def encode_group(
+    tokenizer: PreTrainedTokenizerBase, group: Mapping[str, Any], *, max_new_tokens: int,
+    eos_id: int,
+) -> EncodedGroup:
+    """Re-encode a group's prompt and completions; see the module docstring for "ended"."""
+    prompt = chat_prompt_ids(tokenizer, group["system_prompt"], group["question"])
+    encoded = tokenizer(list(group["completions"]), add_special_tokens=False)["input_ids"]
+    ended = [len(ids) < max_new_tokens for ids in encoded]
+    completions = [ids + [eos_id] if done else ids[:max_new_tokens]
+                   for ids, done in zip(encoded, ended)]
+    return EncodedGroup(prompt, completions, ended)
+
+
+class Row(NamedTuple):
+    """One completion to train on."""
+
+    prompt: list[int]
+    completion: list[int]
+    advantage: float
+
+
+@dataclass
+class TrainingSet:
+    """The completions ``learn`` forwards and the denominators of its loss."""
+
+    rows: list[Row] = field(default_factory=list)  #: completions with a non-zero loss term
+    tokens: int = 0  #: completion tokens in the normaliser (``"token"``)
+    sequences: int = 0  #: completions in the normaliser (``"sequence"``)
+    groups: int = 0  #: groups with at least one row
+    truncated: int = 0  #: completions in the normaliser's groups that did not end
+
+
+def training_set(
+    batch: Sequence[Mapping[str, Any]], encode: Callable[[Mapping[str, Any]], EncodedGroup],
+    config: GRPOConfig,
+) -> TrainingSet:
+    """Rows and normaliser of a GRPO step on ``batch``; ``encode`` is the agent's encoder."""
+    out = TrainingSet()
+    for group in batch:
+        advantages = np.asarray(group["advantages"], dtype=np.float32)
+        if not config.count_zero_advantage_groups and not advantages.any():
+            continue
+        prompt, completions, ended = encode(group)
+        if len(advantages) != len(completions):
+            raise ValueError(
+                f"group {group.get('id')!r} has {len(completions)} completions but "
+                f"{len(advantages)} advantages"
+            )
+        trained = False
+        for completion, done, advantage in zip(completions, ended, advantages):
+            out.sequences += 1
+            out.truncated += not done
+            if config.mask_truncated_completions and not done:
+                continue  # its mask is zero: out of the loss and of the token count
+            out.tokens += len(completion)
+            # With A = 0 the clipped term is 0 for every ratio; only a KL term can remain.
+            if advantage != 0 or config.beta > 0:
+                out.rows.append(Row(prompt, completion, float(advantage)))
+                trained = True
+        out.groups += trained
+    return out
+
+
+@dataclass
+class MicroBatch:
+    """One micro-batch on the device: left-padded prompts, right-padded completions."""
+
+    input_ids: torch.Tensor  # (S, P + C)
+    attention_mask: torch.Tensor  # (S, P + C)
+    position_ids: torch.Tensor  # (S, P + C)
+    completion_mask: torch.Tensor  # (S, C)
+    advantages: torch.Tensor  # (S,)
+    completion_width: int  # C
+
+
+def micro_batches(rows: Sequence[Row], size: int, pad_id: int,
+                  device: torch.device) -> list[MicroBatch]:
+    """``rows`` in micro-batches of at most ``size``, on ``device``."""
+    # Similar lengths together: less padding, same loss (the normaliser is global).
+    rows = sorted(rows, key=lambda r: len(r.prompt) + len(r.completion))
+    batches = []
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        p_width = max(len(r.prompt) for r in chunk)
+        c_width = max(len(r.completion) for r in chunk)
+        ids = torch.full((len(chunk), p_width + c_width), pad_id, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        completion_mask = torch.zeros((len(chunk), c_width), dtype=torch.bool)
+        for i, (prompt, completion, _) in enumerate(chunk):
+            ids[i, p_width - len(prompt) : p_width] = torch.tensor(prompt)
+            ids[i, p_width : p_width + len(completion)] = torch.tensor(completion)
+            attention[i, p_width - len(prompt) : p_width + len(completion)] = 1
+            completion_mask[i, : len(completion)] = True
+        # Positions count real tokens only, so left padding does not shift them.
+        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        batches.append(MicroBatch(
+            ids.to(device), attention.to(device), positions.to(device),
+            completion_mask.to(device),
+            torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=device),
+            c_width,
+        ))
+    return batches

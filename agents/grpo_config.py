@@ -1,0 +1,173 @@
+"""``GRPOConfig``: the hyperparameters of a :class:`~agents.grpo.GRPOAgent`.
+
+Every field is documented beside it (its meaning, the reference behind its default and how it
+interacts with the others), grouped as in the README: generation, objective, optimizer,
+memory, LoRA, hardware. Defaults are the SAPO paper's or its reference code's (genrl, with
+TRL's ``GRPOTrainer`` where genrl is silent). Invalid values raise ``ValueError`` naming the
+field and the value.
+
+Example::
+
+    >>> from agents.grpo_config import GRPOConfig
+    >>> GRPOConfig(max_new_tokens=64).epsilon_high
+    0.28
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.loss import NORMALIZATIONS, LossNormalization
+from agents.models import DTYPE_NAMES, DtypeSpec
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Hyperparameters of a GRPO node; defaults are the SAPO paper's / its reference code's."""
+
+    # --- generation ---
+    temperature: float = 1.0
+    """Sampling temperature of ``act``; ``learn`` scores tokens at the same temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling mass; 1.0 samples from the whole distribution (the paper)."""
+    top_k: int = 0
+    """Sample among the k likeliest tokens; 0 disables it (transformers would default to 50)."""
+    max_new_tokens: int = 256
+    """Most tokens generated per completion; also the most completion tokens ``learn`` trains
+    on, EOS included (longer external completions are cut there, which bounds memory, and
+    count as not ended: see ``mask_truncated_completions``)."""
+    generation_batch_size: int | None = None
+    """Most sequences per ``generate`` call (memory bound); None: all B x L at once."""
+
+    # --- objective ---
+    epsilon_low: float = 0.2
+    """The importance ratio is clipped below at 1 - epsilon_low (paper: 0.2)."""
+    epsilon_high: float = 0.28
+    """... and above at 1 + epsilon_high (paper: 0.28, DAPO's clip-higher)."""
+    beta: float = 0.0
+    """Weight of the KL penalty to the initial policy; the paper used none (0.0). When > 0,
+    full fine-tuning keeps a frozen copy of the initial model; LoRA uses the base with the
+    adapter disabled."""
+    loss_normalization: LossNormalization = "token"
+    """``"token"``: sum over all completion tokens of the batch / their count (DAPO, the
+    reference implementation); ``"sequence"``: mean per completion, then mean (GRPO). Which
+    completions count is set by the next two fields."""
+    count_zero_advantage_groups: bool = True
+    """Whether groups whose advantages are all zero count in the loss's normaliser: their
+    completion tokens under ``"token"``, their completions under ``"sequence"``. True is the
+    reference: genrl divides by every completion token of the batch, and TRL's ``"dapo"``,
+    ``"bnpo"`` and ``"grpo"`` losses count every completion alike. Such a group adds nothing
+    to the gradient but dilutes the step: one informative and one zero-advantage group of
+    equal lengths move half as far as the informative group alone, which is part of why
+    filtering the external pool pays in the paper. False leaves them out of the step
+    entirely (this agent's behaviour before), so the step size does not depend on how many
+    groups were uninformative. Either way they get no forward pass when ``beta`` is 0 (their
+    loss is zero whatever the weights); with ``beta > 0`` and True they are trained for
+    their KL term, as in the reference."""
+    mask_truncated_completions: bool = False
+    """Leave completions that never ended out of the loss and of its token normaliser (TRL's
+    option of the same name, default False there too; DAPO's overlong filtering; genrl has
+    none): a cut answer's reward says little about its tokens. A completion ended when its
+    re-encoding with this agent's tokenizer, plus EOS, fits in ``max_new_tokens``; ``learn``
+    appends EOS only to those, and trains a cut one, when not masked, on its first
+    ``max_new_tokens`` tokens without EOS (:mod:`agents.encoding`). Under ``"sequence"`` a
+    masked completion still counts as a sequence with zero loss, as in TRL. The metric
+    ``truncated`` says how many completions of a batch were cut."""
+    num_iterations: int = 1
+    """Optimizer steps on each batch (GRPO's mu). With 1 the ratio is exactly 1 and clipping
+    never binds; more reuses the batch and makes the clip matter."""
+
+    # --- optimizer (Adam) ---
+    learning_rate: float = 1e-6
+    """Adam step size. The reference implementation started at 1e-5 and later used 1e-6,
+    which is also TRL's GRPO default and stable for 0.5B full fine-tuning; LoRA usually
+    wants 10-100x more."""
+    adam_beta1: float = 0.9
+    """Adam's first-moment decay."""
+    adam_beta2: float = 0.999
+    """Adam's second-moment decay."""
+    adam_epsilon: float = 1e-8
+    """Adam's denominator epsilon."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW); 0 is plain Adam, as in the paper."""
+    max_grad_norm: float | None = 1.0
+    """Gradients are clipped to this global norm; None disables clipping."""
+
+    # --- memory ---
+    micro_batch_size: int = 8
+    """Sequences per forward/backward pass in ``learn``; gradients accumulate over the batch,
+    so this bounds memory without changing the update."""
+    gradient_checkpointing: bool = True
+    """Recompute each layer's activations in the backward pass instead of keeping them: on
+    SmolLM2 on a CPU the activations of one micro-batch of 8 outweighed a LoRA node's whole
+    state, and checkpointing cut a 4-node LoRA swarm's peak memory by 40% for 37% more
+    ``learn`` time (BENCHMARKS.md). On by default, as in TRL's ``GRPOConfig``; turn it off
+    when memory is plentiful and ``learn`` time matters."""
+
+    # --- LoRA ---
+    use_lora: bool = False
+    """Train a LoRA adapter on a frozen base instead of every weight."""
+    lora_rank: int = 16
+    """Rank r of the adapter matrices."""
+    lora_alpha: float = 32.0
+    """Adapter scale numerator: the update is scaled by lora_alpha / lora_rank."""
+    lora_dropout: float = 0.0
+    """Dropout on the adapter input; 0 keeps act and learn on the same policy."""
+    lora_target_modules: tuple[str, ...] | Literal["all-linear"] = "all-linear"
+    """Module names that get adapters, or ``"all-linear"`` (every linear layer but the head)."""
+
+    # --- hardware ---
+    device: str = "auto"
+    """``"auto"`` (cuda, then mps, then cpu) or any torch device string."""
+    dtype: DtypeSpec = "auto"
+    """Compute dtype: ``"auto"`` is bfloat16 on cuda and float32 elsewhere."""
+    torch_threads: int | None = None
+    """torch's CPU threads (``torch.set_num_threads``), set when an agent is built on the cpu;
+    None leaves torch's setting alone. The setting is process-wide, so agents built later win.
+    On a 2-core machine shared with other work, one SmolLM2 node's ``act`` took 170 s at 2
+    threads and 8 s at 1 (threads spin waiting for a core another process holds): use 1
+    there, and leave it unset on an idle machine or a GPU."""
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, field: str, expected: str) -> None:
+            if not ok:
+                raise ValueError(f"{field} must be {expected}, got {getattr(self, field)!r}")
+
+        need(self.temperature > 0, "temperature", "> 0")
+        need(0 < self.top_p <= 1, "top_p", "in (0, 1]")
+        need(self.top_k >= 0, "top_k", ">= 0")
+        need(self.max_new_tokens >= 1, "max_new_tokens", ">= 1")
+        need(
+            self.generation_batch_size is None or self.generation_batch_size >= 1,
+            "generation_batch_size", "None or >= 1",
+        )
+        need(0 <= self.epsilon_low < 1, "epsilon_low", "in [0, 1)")
+        need(self.epsilon_high >= 0, "epsilon_high", ">= 0")
+        need(self.beta >= 0, "beta", ">= 0")
+        need(self.loss_normalization in NORMALIZATIONS, "loss_normalization",
+             f"one of {NORMALIZATIONS}")
+        for flag in ("count_zero_advantage_groups", "mask_truncated_completions"):
+            need(isinstance(getattr(self, flag), bool), flag, "a bool")
+        need(self.num_iterations >= 1, "num_iterations", ">= 1")
+        need(self.learning_rate >= 0, "learning_rate", ">= 0")
+        need(0 <= self.adam_beta1 < 1, "adam_beta1", "in [0, 1)")
+        need(0 <= self.adam_beta2 < 1, "adam_beta2", "in [0, 1)")
+        need(self.adam_epsilon > 0, "adam_epsilon", "> 0")
+        need(self.weight_decay >= 0, "weight_decay", ">= 0")
+        need(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm",
+             "None or > 0")
+        need(self.micro_batch_size >= 1, "micro_batch_size", ">= 1")
+        need(self.lora_rank >= 1, "lora_rank", ">= 1")
+        need(self.lora_alpha > 0, "lora_alpha", "> 0")
+        need(0 <= self.lora_dropout < 1, "lora_dropout", "in [0, 1)")
+        targets = self.lora_target_modules
+        need(targets == "all-linear" or (isinstance(targets, (tuple, list)) and len(targets) > 0
+             and all(isinstance(t, str) for t in targets)),
+             "lora_target_modules", "'all-linear' or a non-empty tuple of module names")
+        if isinstance(targets, list):  # frozen dataclass: keep it hashable and immutable
+            object.__setattr__(self, "lora_target_modules", tuple(targets))
+        need(self.dtype in DTYPE_NAMES, "dtype", f"one of {DTYPE_NAMES}")
+        need(isinstance(self.device, str) and bool(self.device), "device", "a device string")
+        need(self.torch_threads is None or self.torch_threads >= 1, "torch_threads",
+             "None or >= 1")
