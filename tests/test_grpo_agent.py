@@ -19,6 +19,7 @@ from agents.generation import generate_completion_ids  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.lora import lora_swarm  # noqa: E402
 from agents.models import load_model, resolve_device, resolve_dtype  # noqa: E402
+from sapo_env import make_observation  # noqa: E402
 
 SYSTEM = "Answer in <answer> tags."
 QUESTIONS = ("What is 1 + 2?", "Calculate 14 * 2.")
@@ -31,12 +32,11 @@ FAST = GRPOConfig(max_new_tokens=12, learning_rate=1e-2, device="cpu")
 
 
 def observation(copies=3, questions=QUESTIONS, budget=2):
-    return {
-        "round": 0, "system_prompt": SYSTEM, "completions_per_question": copies,
-        "train_budget": budget, "pool": (), "batch": (),
-        "questions": tuple({"id": f"q{i}", "task": "basic_arithmetic", "prompt": q, "ref": {}}
-                           for i, q in enumerate(questions)),
-    }
+    return make_observation(
+        round=0, system_prompt=SYSTEM, completions_per_question=copies, train_budget=budget,
+        num_external=0,
+        questions=tuple({"id": f"q{i}", "task": "basic_arithmetic", "prompt": q, "ref": {}}
+                        for i, q in enumerate(questions)))
 
 
 def group(question, completions, advantages, local=True, source="node_0", system=SYSTEM):

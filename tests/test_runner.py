@@ -122,8 +122,9 @@ def test_joint_actors_act_once_for_their_members():
 
 def test_random_agent_lengths_reach_max_chars():
     agent = RandomAgent(max_chars=3, seed=0)
-    observation = {"completions_per_question": 50, "train_budget": 8,
-                   "questions": ({"id": "q"},)}
+    observation = sapo_env.make_observation(
+        round=0, system_prompt="", completions_per_question=50, train_budget=8,
+        num_external=0, questions=({"id": "q"},))
     lengths = {len(t) for t in agent.act(observation)["completions"][0]}
     assert lengths == {0, 1, 2, 3}
     with pytest.raises(ValueError, match="max_chars"):
