@@ -99,11 +99,11 @@ class GRPOConfig:
     """Sequences per forward/backward pass in ``learn``; gradients accumulate over the batch,
     so this bounds memory without changing the update."""
     gradient_checkpointing: bool = True
-    """Recompute each layer's activations in the backward pass instead of keeping them: on
-    SmolLM2 on a CPU the activations of one micro-batch of 8 outweighed a LoRA node's whole
-    state, and checkpointing cut a 4-node LoRA swarm's peak memory by 40% for 37% more
-    ``learn`` time (BENCHMARKS.md). On by default, as in TRL's ``GRPOConfig``; turn it off
-    when memory is plentiful and ``learn`` time matters."""
+    """Recompute each layer's activations in the backward pass instead of keeping them: less
+    peak memory for more ``learn`` time (both measured in BENCHMARKS.md, "LM agent"); for a
+    small model the activations of a micro-batch can outweigh a LoRA node's whole state. On by
+    default, as in TRL's ``GRPOConfig``; turn it off when memory is plentiful and ``learn``
+    time matters."""
 
     # --- LoRA ---
     use_lora: bool = False
@@ -125,9 +125,9 @@ class GRPOConfig:
     torch_threads: int | None = None
     """torch's CPU threads (``torch.set_num_threads``), set when an agent is built on the cpu;
     None leaves torch's setting alone. The setting is process-wide, so agents built later win.
-    On a 2-core machine shared with other work, one SmolLM2 node's ``act`` took 170 s at 2
-    threads and 8 s at 1 (threads spin waiting for a core another process holds): use 1
-    there, and leave it unset on an idle machine or a GPU."""
+    On a CPU shared with other work, use 1: with more, torch's threads spin waiting for cores
+    other processes hold, and a node's ``act`` can take many times longer. Leave it unset on
+    an idle machine or a GPU."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, expected: str) -> None:

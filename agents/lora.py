@@ -9,10 +9,8 @@ instead of n full models with their gradients and Adam moments.
 Joint generation: the agents share a :class:`JointActor` as ``agent.joint_actor``. Given the
 observations of several of them, keyed by env node name, ``act_jointly`` generates every
 completion of every node in one batched ``generate`` call with a per-row adapter
-(:mod:`agents.mixed_adapters`): fewer, larger calls. For 4 SmolLM2 nodes on a 2-core CPU a
-round's acting took 1.95x less time than node by node with 8 completions per node and 1.64x
-with 16 (BENCHMARKS.md); on GPUs, where small batches leave the device idle, the gain is
-larger. ``sapo_env.run`` uses it whenever live agents share a joint actor. Joint generation draws
+(:mod:`agents.mixed_adapters`): fewer, larger calls (the gain over acting node by node is
+measured in BENCHMARKS.md, "LM agent"). ``sapo_env.run`` uses it whenever live agents share a joint actor. Joint generation draws
 from the joint actor's own random stream, so a node's completions differ from those it
 would sample alone (each path is reproducible from the seed).
 

@@ -2,12 +2,11 @@
 
 peft can do this itself (``adapter_names=`` in ``forward``/``generate``), but it routes rows
 inside every LoRA layer with Python index lists, gathers and scatter-adds, on every decoding
-step. On a 2-core CPU with SmolLM2-135M that doubled the cost of a step (16 rows: 230 ms
-against 115 ms for one adapter), which ate the gain of generating for a whole swarm in one
-call. Here the adapters are switched off and every LoRA layer gets a forward hook that adds
-each run of rows' low-rank update with plain matrix products over contiguous slices (rows of
-one node are adjacent in a joint batch, so no gather or scatter), on weights transposed and
-scaled once per call: 16 rows then cost what one adapter costs.
+step, which on a CPU costs about as much as the step itself and eats the gain of generating
+for a whole swarm in one call. Here the adapters are switched off and every LoRA layer gets a
+forward hook that adds each run of rows' low-rank update with plain matrix products over
+contiguous slices (rows of one node are adjacent in a joint batch, so no gather or scatter),
+on weights transposed and scaled once per call.
 
 Only inference (no gradients flow through the hook) and only plain LoRA on linear layers;
 anything else (DoRA and other variants, LoRA on embeddings or convolutions, merged weights)
