@@ -93,6 +93,7 @@ from agents.models import (
     resolve_dtype,
 )
 from agents.torch_rng import TorchRNG
+from sapo_env.validation import check_int
 
 __all__ = ["GRPOAgent", "GRPOConfig", "RatioPolicy"]
 
@@ -166,8 +167,7 @@ class GRPOAgent:
         ratio_policy: RatioPolicy | None,
         seed: int | np.random.SeedSequence,
     ) -> None:
-        if num_external < 0:
-            raise ValueError(f"num_external must be >= 0, got {num_external}")
+        check_int("num_external", num_external, 0)
         device = resolve_device(config.device)
         if config.torch_threads is not None and device.type == "cpu":
             torch.set_num_threads(config.torch_threads)

@@ -20,6 +20,7 @@ from typing import Literal
 
 from agents.loss import NORMALIZATIONS, LossNormalization
 from agents.models import DTYPE_NAMES, DtypeSpec
+from sapo_env.validation import check_int
 
 
 @dataclass(frozen=True)
@@ -136,12 +137,10 @@ class GRPOConfig:
 
         need(self.temperature > 0, "temperature", "> 0")
         need(0 < self.top_p <= 1, "top_p", "in (0, 1]")
-        need(self.top_k >= 0, "top_k", ">= 0")
-        need(self.max_new_tokens >= 1, "max_new_tokens", ">= 1")
-        need(
-            self.generation_batch_size is None or self.generation_batch_size >= 1,
-            "generation_batch_size", "None or >= 1",
-        )
+        check_int("top_k", self.top_k, 0)
+        check_int("max_new_tokens", self.max_new_tokens, 1)
+        if self.generation_batch_size is not None:
+            check_int("generation_batch_size", self.generation_batch_size, 1)
         need(0 <= self.epsilon_low < 1, "epsilon_low", "in [0, 1)")
         need(self.epsilon_high >= 0, "epsilon_high", ">= 0")
         need(self.beta >= 0, "beta", ">= 0")
@@ -149,7 +148,7 @@ class GRPOConfig:
              f"one of {NORMALIZATIONS}")
         for flag in ("count_zero_advantage_groups", "mask_truncated_completions"):
             need(isinstance(getattr(self, flag), bool), flag, "a bool")
-        need(self.num_iterations >= 1, "num_iterations", ">= 1")
+        check_int("num_iterations", self.num_iterations, 1)
         need(self.learning_rate >= 0, "learning_rate", ">= 0")
         need(0 <= self.adam_beta1 < 1, "adam_beta1", "in [0, 1)")
         need(0 <= self.adam_beta2 < 1, "adam_beta2", "in [0, 1)")
@@ -157,8 +156,8 @@ class GRPOConfig:
         need(self.weight_decay >= 0, "weight_decay", ">= 0")
         need(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm",
              "None or > 0")
-        need(self.micro_batch_size >= 1, "micro_batch_size", ">= 1")
-        need(self.lora_rank >= 1, "lora_rank", ">= 1")
+        check_int("micro_batch_size", self.micro_batch_size, 1)
+        check_int("lora_rank", self.lora_rank, 1)
         need(self.lora_alpha > 0, "lora_alpha", "> 0")
         need(0 <= self.lora_dropout < 1, "lora_dropout", "in [0, 1)")
         targets = self.lora_target_modules
@@ -169,5 +168,5 @@ class GRPOConfig:
             object.__setattr__(self, "lora_target_modules", tuple(targets))
         need(self.dtype in DTYPE_NAMES, "dtype", f"one of {DTYPE_NAMES}")
         need(isinstance(self.device, str) and bool(self.device), "device", "a device string")
-        need(self.torch_threads is None or self.torch_threads >= 1, "torch_threads",
-             "None or >= 1")
+        if self.torch_threads is not None:
+            check_int("torch_threads", self.torch_threads, 1)

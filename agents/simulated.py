@@ -462,8 +462,8 @@ class SimulatedLearner:
         if skill.known[strategy]:
             return
         favourite = skill.logits[skill.known].max()
-        skill.logits[strategy] = max(favourite + self.config.discovery_logit,
-                                     -self.config.logit_clip)
+        clip = self.config.logit_clip
+        skill.logits[strategy] = min(max(favourite + self.config.discovery_logit, -clip), clip)
         skill.start[strategy] = skill.logits[strategy]  # forgetting returns to the seed
         skill.known[strategy] = True
 

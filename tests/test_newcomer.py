@@ -72,8 +72,8 @@ def test_torch_threads_validation():
     pytest.importorskip("torch")
     from agents import GRPOConfig
 
-    for bad in (0, -1):
-        with pytest.raises(ValueError, match=rf"torch_threads must be None or >= 1, got {bad}"):
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match=rf"torch_threads must be an int >= 1, got {bad}"):
             GRPOConfig(torch_threads=bad)
     assert GRPOConfig().torch_threads is None
 
