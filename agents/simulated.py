@@ -3,8 +3,9 @@
 ``SimulatedLearner`` answers the env's real reasoning-gym questions with real text, which the
 env scores with its real verifier, and learns only from the training batches the env hands it.
 Acting and learning cost well under a millisecond per node and round, so a 2000-round swarm of
-8 runs in about a minute, env included: fast enough to study sampling policies (I:J ratios,
-filters, pool windows) and to teach.
+8 runs in about a minute on one core, env included (most of it the env's question generation
+and scoring): fast enough to study sampling policies (I:J ratios, filters, pool windows) and to
+teach.
 
 What it models
 --------------
@@ -21,8 +22,10 @@ a sentence of "reasoning", then the right answer (re-derived from the question's
 the strategy's probability, otherwise a plausible wrong one, in the chosen format. By default
 the strategies are right 5%, 20%, 40% and 90% of the time, and a node knows only the first
 three: the best one, "verify", is an "Aha" it must stumble on (rarely, ``explore``) or read in
-another node's shared text. A strategy just discovered enters the policy unlikely (``e^-2``
-of the favourite's weight) and grows only if reinforcement favours it.
+another node's shared text. A strategy just discovered enters the policy at
+``discovery_logit`` relative to the node's favourite; at the calibrated default that is above
+the favourite, so a strategy seen working is adopted at once and reinforcement decides whether
+it stays.
 
 Learning is REINFORCE with the groups' GRPO advantages, like a GRPO step whose importance ratio
 is 1 (the paper's setting: one optimisation step per batch, no KL term): the learner *re-encodes*
@@ -34,14 +37,31 @@ Text written by another node with a strategy this node does not know is learnabl
 makes the strategy known. Text no sim learner wrote (a language model's) still teaches the
 answer format when it has tags or an "answer is" phrase.
 
+Calibration: ``lr`` (isolated learning) and ``discovery_logit`` (learning from others) are the
+two free parameters, fitted by ``benchmarks/calibrate_sim.py`` to the paper's 8/0 and 4/4
+cumulative rewards only; its 6/2 and 2/6 are predictions, reported beside the paper's in
+BENCHMARKS.md ("Simulated learner calibration"). Every other default was set by hand before
+the calibration and is not fitted.
+
+Three mechanisms are options, off by default (the calibrated default does not use them; the
+calibration script's ``--set`` shows what each does once the fit has absorbed it):
+``difficulty_spread`` (questions of one task differ in difficulty, so many groups carry no
+advantage at any skill), ``forget_rate`` (skills a node does not practise drift back to where
+they started) and ``off_policy_power`` (text the node itself would seldom write teaches it
+less).
+
 What it does not model
 ----------------------
 It is not evidence about language models. It does no reasoning: correctness is a coin flip
-whose bias is the strategy's quality, the same on every question of a task. It has no tokens,
-so sequence length, credit assignment inside a completion, clipping and KL have no analogue;
-learning from another node's text is only as hard as parsing it, whereas a real model may find
-external text improbable and hard to absorb. Strategies are a handful of named options shared
-by all nodes, not open-ended skills, and nothing is ever forgotten except through the gradient.
+whose bias is the strategy's quality (and, with ``difficulty_spread``, the question's
+difficulty). It has no tokens, so sequence length, credit assignment inside a completion,
+clipping and KL have no analogue; by default learning from another node's text is only as hard
+as parsing it (``off_policy_power`` is a one-number stand-in for a real model finding external
+text improbable), and nothing is forgotten except through the gradient (``forget_rate`` is a
+one-number stand-in for forgetting). Strategies are a handful of named options shared by all
+nodes, not open-ended skills. Fitted to two numbers of one paper run, it reproduces those two
+by construction and says nothing more about language models than its predictions of the others
+show.
 
 Example::
 
@@ -56,7 +76,6 @@ Example::
 from __future__ import annotations
 
 import math
-import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -64,138 +83,16 @@ from typing import Any
 
 import numpy as np
 
-from sapo_env.config import check_int
+from agents.simulated_config import SimulatedLearnerConfig
+from agents.simulated_text import (
+    FORMATS,
+    STRATEGIES,
+    TEMPLATES,
+    parse_completion,
+    wrong_answer,
+)
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation, QuestionRef
-
-FORMATS: tuple[str, ...] = ("tag", "answer_is", "hedge")
-"""Answer formats, in logit order. Only ``"tag"`` scores under the env's default extractor."""
-
-STRATEGIES: tuple[str, ...] = ("guess", "recall", "step-by-step", "verify")
-"""Solution strategies, in logit order (and, with the default qualities, worst to best)."""
-
-# One sentence of "reasoning" per strategy, so that completions read like reasoning traces.
-_REASONING = {
-    "guess": "I go with my first impression.",
-    "recall": "This looks like one I have seen before, so I recall how it went.",
-    "step-by-step": "I work through it one step at a time.",
-    "verify": "I work through it step by step, then check the result against the question.",
-}
-_ANSWER_LINE = {
-    "tag": "<answer>{}</answer>",
-    "answer_is": "So the answer is {}.",
-    "hedge": "I think it is {}, but I am not sure.",
-}
-_MARKER = "Approach: "
-# _TEMPLATES[format][strategy]: a whole completion with "{}" where the answer goes
-_TEMPLATES = [
-    [
-        f"{_MARKER}{name}. {_REASONING[name]}\n" + _ANSWER_LINE[fmt].replace("{}", "{0}")
-        for name in STRATEGIES
-    ]
-    for fmt in FORMATS
-]
-_MARKER_LEN = len(_MARKER)
-_STRATEGY_INDEX = {name: i for i, name in enumerate(STRATEGIES)}
-_NUMBER = re.compile(r"\d+")
-_ANSWER_IS = re.compile(r"answer\s+is\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class SimulatedLearnerConfig:
-    """Hyperparameters of one simulated learner. A swarm may give each node its own."""
-
-    # --- starting skills ---------------------------------------------------------------------
-    start_tag_prob: float = 0.05
-    """Probability, before any jitter, of wrapping the answer in ``<answer>`` tags at the start
-    (the remaining mass is split evenly between the other formats)."""
-    known_strategies: tuple[str, ...] = ("guess", "recall", "step-by-step")
-    """Strategies the node can produce from the start (on every task); the others it must
-    stumble on (``explore``) or read in shared text."""
-    start_jitter: float = 0.5
-    """Standard deviation of the normal noise added to every starting logit: how much nodes of
-    one swarm differ in their starting skills."""
-    strategy_quality: tuple[float, ...] = (0.05, 0.2, 0.4, 0.9)
-    """Probability that each strategy of ``STRATEGIES`` produces the right answer (on a
-    question of median difficulty when ``difficulty_spread`` > 0)."""
-    difficulty_spread: float = 0.0
-    """Scale of a logistic spread of question difficulty: a question of difficulty ``d`` is
-    answered right with probability ``sigmoid(logit(quality) - d)``, ``d`` drawn once per
-    question from its ref (so every node meets the same difficulty on the same question). Why:
-    real questions of one task range from trivial to out of reach, so many groups are all right
-    or all wrong (zero advantage) at any skill; that is what makes the pool's filtered groups
-    worth more than one's own. 0: every question of a task is equally hard."""
-    discovery_logit: float = -2.0
-    """A strategy the node just learned exists (read in a batch, or stumbled on) enters its
-    policy with this logit relative to its current favourite: e^-2, about 14% of the
-    favourite's probability. A discovery is a seed that reinforcement must grow."""
-    explore: float = 5e-5
-    """Probability, per completion, of trying a strategy the node does not know yet (chosen
-    uniformly among the unknown ones): the rate of self-discovery."""
-
-    # --- learning ----------------------------------------------------------------------------
-    lr: float = 2.0
-    """Step size of the policy-gradient update on the logits (plain gradient ascent)."""
-    lr_jitter: float = 0.0
-    """Standard deviation of a log-normal factor on ``lr``, drawn once per node: different
-    learning rates across a heterogeneous swarm."""
-    logit_clip: float = 6.0
-    """Logits are kept in ``[-logit_clip, logit_clip]``, so no choice's probability reaches 0
-    or 1 (a real policy keeps some entropy)."""
-
-    # --- forgetting and learning from others -------------------------------------------------
-    forget_rate: float = 0.0
-    """Fraction of its distance from the starting logits that a task's strategy skill loses in
-    every round in which the node trained on no attempt of its own at that task (the answer
-    format: at no task). Why: fine-tuned skills drift back towards the pretrained model when
-    they are not rehearsed, and what a node rehearses is its own generation; under the paper's
-    protocol J trades exactly that away (a 2/6 node answers 2 questions a round, so a task goes
-    unpractised in ~79% of rounds against ~39% at 8/0). 0 forgets nothing."""
-    off_policy_power: float = 0.0
-    """beta: each completion of an *external* group counts in the gradient with weight
-    ``p ** beta``, where ``p`` is the probability of its (format, strategy) under this node's
-    current policy. Why: the paper re-encodes external text "as if generated by" the receiver
-    "regardless of how unlikely"; text the receiver's policy would seldom write is far from
-    what its update can move (off-policy mismatch), so it teaches less. With beta = 1 the
-    update follows the gradient of the text's probability instead of its log-probability. Own
-    groups are on-policy samples and keep weight 1; 0 weighs external text like own text."""
-
-    # --- sampling choice ---------------------------------------------------------------------
-    num_external: int = 0
-    """J: external groups the node asks for every round (clipped to the env's train budget)."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.start_tag_prob < 1.0:
-            raise ValueError(f"start_tag_prob must be in (0, 1), got {self.start_tag_prob!r}")
-        unknown = [s for s in self.known_strategies if s not in _STRATEGY_INDEX]
-        if unknown or not self.known_strategies:
-            raise ValueError(
-                f"known_strategies must be a non-empty subset of {STRATEGIES}, "
-                f"got {self.known_strategies!r}"
-            )
-        object.__setattr__(self, "known_strategies", tuple(self.known_strategies))
-        if len(self.strategy_quality) != len(STRATEGIES) or not all(
-            0.0 <= q <= 1.0 for q in self.strategy_quality
-        ):
-            raise ValueError(
-                f"strategy_quality must hold {len(STRATEGIES)} probabilities in [0, 1] (one per "
-                f"strategy of {STRATEGIES}), got {self.strategy_quality!r}"
-            )
-        object.__setattr__(self, "strategy_quality", tuple(float(q) for q in self.strategy_quality))
-        for name in ("start_jitter", "lr_jitter", "difficulty_spread"):
-            if not getattr(self, name) >= 0.0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if not 0.0 <= self.explore <= 1.0:
-            raise ValueError(f"explore must be in [0, 1], got {self.explore!r}")
-        if not self.lr > 0.0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if not self.logit_clip > 0.0:
-            raise ValueError(f"logit_clip must be > 0, got {self.logit_clip!r}")
-        if not 0.0 <= self.forget_rate <= 1.0:
-            raise ValueError(f"forget_rate must be in [0, 1], got {self.forget_rate!r}")
-        if not self.off_policy_power >= 0.0:
-            raise ValueError(f"off_policy_power must be >= 0, got {self.off_policy_power!r}")
-        check_int("num_external", self.num_external, 0)
 
 
 @dataclass
@@ -213,33 +110,6 @@ class _TaskSkill:
         return z / z.sum()
 
 
-def parse_completion(text: str) -> tuple[int | None, int | None]:
-    """Re-encode a completion: ``(format index, strategy index)``, None where unreadable.
-
-    The format is read from any text (a tag, an "answer is" phrase); the strategy and the hedge
-    only from text that names its approach the way simulated learners write it.
-    """
-    strategy = None
-    from_sim = text.startswith(_MARKER)
-    if from_sim:
-        end = text.find(".", _MARKER_LEN)
-        if end > 0:
-            strategy = _STRATEGY_INDEX.get(text[_MARKER_LEN:end])
-        # a sim learner's answer is its last line; look there first (the common, fast case)
-        last = text[text.rfind("\n") + 1:]
-        if last.startswith("<answer>") and last.endswith("</answer>"):
-            return 0, strategy
-        if last.startswith("I think it is"):
-            return 2, strategy
-    if "<answer>" in text and "</answer>" in text:
-        return 0, strategy
-    if _ANSWER_IS.search(text):
-        return 1, strategy
-    if from_sim and "I think it is" in text:  # a hedge around a multi-line answer
-        return 2, strategy
-    return None, strategy
-
-
 def question_difficulty(ref: QuestionRef) -> float:
     """A question's difficulty on a standard logistic scale, a pure function of its ref: the
     same for every node and every run (``difficulty_spread`` scales it)."""
@@ -251,23 +121,6 @@ def question_difficulty(ref: QuestionRef) -> float:
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):  # exp(inf) is inf and 1 / inf is 0: the right limit
         return 1.0 / (1.0 + np.exp(-x))
-
-
-def wrong_answer(answer: str, u: float) -> str:
-    """A plausible wrong answer derived from the right one; ``u`` in [0, 1) picks the change.
-
-    A number in the answer is shifted by 1-9; an answer without digits is reversed (or
-    extended when it reads the same backwards). The verifier decides what it is worth: some
-    reasoning-gym scorers give partial credit.
-    """
-    numbers = list(_NUMBER.finditer(answer))
-    if numbers:
-        position = u * len(numbers)
-        m = numbers[int(position)]
-        shift = 1 + int((position - int(position)) * 9)  # the fraction left picks the shift
-        return f"{answer[:m.start()]}{int(m.group()) + shift}{answer[m.end():]}"
-    flipped = answer[::-1]
-    return flipped if flipped != answer else answer + (answer[-1:] or "?")
 
 
 class SimulatedLearner:
@@ -374,7 +227,7 @@ class SimulatedLearner:
         for k, question in enumerate(questions):
             answer = self.answer_for(question["ref"])
             completions.append(tuple(
-                _TEMPLATES[f][s].format(answer if ok else wrong_answer(answer, w))
+                TEMPLATES[f][s].format(answer if ok else wrong_answer(answer, w))
                 for f, s, ok, w in zip(formats[k], strategies[k], right[k], wrong_u[k])
             ))
         return {

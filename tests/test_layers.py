@@ -86,3 +86,12 @@ def test_no_import_cycles():
     for module in sorted(graph):
         visit(module)
     assert cycles == []
+
+
+MAX_MODULE_LINES = 420  # "about 400": one concept per module, readable in a sitting
+
+
+def test_no_module_is_too_long_to_read():
+    lengths = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+               for layer in LAYERS for p in (ROOT / layer).rglob("*.py")}
+    assert {p: n for p, n in lengths.items() if n > MAX_MODULE_LINES} == {}

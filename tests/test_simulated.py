@@ -13,6 +13,7 @@ from agents.simulated import (
     SimulatedLearner,
     SimulatedLearnerConfig,
     parse_completion,
+    question_difficulty,
     simulated_swarm,
     wrong_answer,
 )
@@ -62,7 +63,8 @@ def groups_of(questions, action, source="node_x", round_=0) -> list[dict]:
     "field, value",
     [("start_tag_prob", 0.0), ("known_strategies", ("telepathy",)), ("known_strategies", ()),
      ("strategy_quality", (0.5,)), ("explore", 1.5), ("lr", 0.0), ("lr_jitter", -1.0),
-     ("logit_clip", 0.0), ("num_external", -1), ("num_external", 2.0)],
+     ("logit_clip", 0.0), ("num_external", -1), ("num_external", 2.0), ("forget_rate", 1.5),
+     ("off_policy_power", -1.0), ("difficulty_spread", -0.5)],
 )
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
@@ -184,6 +186,95 @@ def test_reading_an_unknown_strategy_makes_it_known_and_learnable():
     texts = [t for r in range(50) for t in learner.act(observation(questions, round_=r))[
         "completions"][0]]
     assert any(t.startswith("Approach: verify.") for t in texts)
+
+
+def recall_beats_guess(task="basic_arithmetic", local=True) -> dict:
+    """A group in which "recall" answered right and "guess" wrong, half and half."""
+    right = "Approach: recall. This looks like one I have seen before.\n<answer>4</answer>"
+    wrong = "Approach: guess. I go with my first impression.\n<answer>5</answer>"
+    rewards = np.array([1, 0] * 4, np.float32)
+    return {"task": task, "completions": (right, wrong) * 4, "rewards": rewards,
+            "advantages": group_advantages(rewards), "local": local}
+
+
+def test_unpractised_skills_drift_back_to_their_start_and_practised_ones_do_not():
+    learner = SimulatedLearner(SimulatedLearnerConfig(forget_rate=0.25), seed=0)
+    idle, practised = learner.skill("basic_arithmetic"), learner.skill("base_conversion")
+    idle_start, practised_start = idle.logits.copy(), practised.logits.copy()
+    format_start = learner.format_logits.copy()
+    idle.logits += 2.0
+    practised.logits += 2.0
+    learner.format_logits += 1.0
+    # one own group on base_conversion that carries no gradient: only forgetting moves logits
+    silent = {"task": "base_conversion", "completions": ("zzz",) * 8,
+              "rewards": np.zeros(8, np.float32), "advantages": np.zeros(8, np.float32),
+              "local": True}
+    learner.learn([silent])
+    np.testing.assert_allclose(idle.logits, idle_start + 0.75 * 2.0)
+    np.testing.assert_allclose(practised.logits, practised_start + 2.0)
+    np.testing.assert_allclose(learner.format_logits, format_start + 1.0)  # it answered
+    # a round of external groups only: nothing was practised, the format fades too
+    learner.learn([{**silent, "local": False}])
+    np.testing.assert_allclose(practised.logits, practised_start + 0.75 * 2.0)
+    np.testing.assert_allclose(learner.format_logits, format_start + 0.75)
+
+
+def test_a_forgotten_discovery_returns_to_its_seed_and_stays_known():
+    learner = SimulatedLearner(SimulatedLearnerConfig(forget_rate=1.0, explore=0.0), seed=0)
+    verify = STRATEGIES.index("verify")
+    text = "Approach: verify. I check.\n<answer>4</answer>"
+    rewards = np.array([1, 0] * 4, np.float32)
+    group = {"task": "basic_arithmetic", "completions": (text, "zzz") * 4, "rewards": rewards,
+             "advantages": group_advantages(rewards), "local": False}
+    learner.learn([group])
+    skill = learner.skill("basic_arithmetic")
+    seed_logit = skill.start[verify]
+    assert skill.logits[verify] > seed_logit  # reinforced after it was read
+    learner.learn([{**group, "task": "base_conversion"}])  # basic_arithmetic not practised
+    assert skill.known[verify] and skill.logits[verify] == seed_logit
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_external_text_the_node_would_rarely_write_teaches_less(local):
+    recall = STRATEGIES.index("recall")
+
+    def recall_step(power):
+        learner = SimulatedLearner(SimulatedLearnerConfig(off_policy_power=power), seed=0)
+        skill = learner.skill("basic_arithmetic")
+        skill.logits[:] = [3.0, -3.0, 0.0, 0.0]  # this node seldom recalls
+        learner.learn([recall_beats_guess(local=local)])
+        return skill.logits[recall] + 3.0
+
+    assert recall_step(0.0) > 0
+    if local:  # its own text is on-policy: the weight does not apply
+        assert recall_step(1.0) == recall_step(0.0)
+    else:
+        assert 0 < recall_step(1.0) < 0.1 * recall_step(0.0)
+
+
+def test_question_difficulty_is_a_logistic_property_of_the_question():
+    ref = {"task": "basic_arithmetic", "config": {"min_terms": 2}, "seed": 123, "index": 4}
+    assert question_difficulty(ref) == question_difficulty({**ref, "config": {}})
+    d = np.array([question_difficulty({**ref, "index": i}) for i in range(4000)])
+    assert abs(d.mean()) < 0.1 and abs(d.std() - np.pi / np.sqrt(3)) < 0.1
+
+
+def test_difficulty_spread_makes_groups_all_right_or_all_wrong():
+    """With every strategy right half the time, a group of 8 is all right or all wrong with
+    probability 2/256 on equally hard questions; spread difficulty makes that common."""
+    questions = make_questions(48)
+
+    def uniform_groups(spread):
+        config = SimulatedLearnerConfig(strategy_quality=(0.5,) * 4, difficulty_spread=spread)
+        learner = SimulatedLearner(config, seed=2)
+        learner.format_logits[:] = [20.0, -20.0, -20.0]  # always tagged: the verifier reads all
+        action = learner.act(observation(questions))
+        uniform = sum(len(set(score(q, completions) == 1.0)) == 1
+                      for q, completions in zip(questions, action["completions"]))
+        return uniform / len(questions)
+
+    assert uniform_groups(0.0) < 0.1
+    assert uniform_groups(3.0) > 0.4
 
 
 def test_reward_rises_in_isolation():
