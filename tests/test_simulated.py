@@ -169,6 +169,25 @@ def test_learn_moves_towards_positive_advantage_and_empty_batch_is_none():
     assert set(metrics) >= {"loss", "tag_prob", "expected_quality", "known_strategies"}
 
 
+def test_zero_advantage_groups_count_in_the_step_normaliser():
+    """As GRPO's token-level loss (and the GRPO agent) does: a zero-advantage group adds no
+    gradient but dilutes the step, here to exactly half (both groups have 8 completions)."""
+    tagged = "Approach: recall. I remember.\n<answer>4</answer>"
+    hedged = "Approach: guess. I go with my first impression.\nI think it is 5, but I am not sure."
+    rewards = np.array([1, 0] * 4, np.float32)
+    informative = {"task": "basic_arithmetic", "completions": (tagged, hedged) * 4,
+                   "rewards": rewards, "advantages": group_advantages(rewards)}
+    flat = {"task": "basic_arithmetic", "completions": (tagged,) * 8,
+            "rewards": np.ones(8, np.float32), "advantages": np.zeros(8, np.float32)}
+    steps = []
+    for batch in ([informative], [informative, flat]):
+        learner = SimulatedLearner(SimulatedLearnerConfig(lr=0.01, logit_clip=50.0), seed=0)
+        before = learner.format_logits.copy()
+        learner.learn(batch)
+        steps.append(learner.format_logits - before)
+    np.testing.assert_allclose(steps[1], steps[0] / 2, rtol=1e-9)
+
+
 def test_reading_an_unknown_strategy_makes_it_known_and_learnable():
     learner = SimulatedLearner(SimulatedLearnerConfig(explore=0.0), seed=0)
     verify = STRATEGIES.index("verify")
