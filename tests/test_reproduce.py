@@ -126,7 +126,8 @@ def test_verdict_says_what_the_table_cannot_tell():
     text = rp.verdict(rows, rp.ReproduceConfig(seeds=3))
     assert "4/4 (1.40)" in text.split("**")[0] and "Not distinguishable" in text
     assert "2/6" in text.split("Not distinguishable")[1] and "quick" not in text
-    assert "quick run" in rp.verdict(rows, rp.ReproduceConfig(quick=True))
+    quick = rp.verdict(rows, rp.ReproduceConfig(quick=True))
+    assert "too short to conclude anything" in quick and "Distinguishable" not in quick
     assert "One seed" in rp.verdict(rows, rp.ReproduceConfig(seeds=1))
 
 

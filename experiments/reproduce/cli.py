@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The reproduce options (shared by ``sapo-env reproduce`` and ``python -m``)."""
     d = ReproduceConfig()
     parser.add_argument("--quick", action="store_true",
-                        help=f"a half-minute smoke test: {QUICK['rounds']} rounds, "
+                        help=f"a smoke test of under a minute: {QUICK['rounds']} rounds, "
                              f"{QUICK['seeds']} seeds, {QUICK['held_out_questions']} held-out "
                              "questions")
     parser.add_argument("--protocol", choices=["paper", "fixed"], default=d.protocol,

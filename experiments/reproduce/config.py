@@ -54,7 +54,7 @@ FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
 """The sweep's settings where a field is left at None: the paper's 2000 rounds."""
 QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
                          "held_out_questions": 16, "out": "out/reproduce-quick"}
-"""The same with ``quick=True``: a smoke test of the pipeline in about 30 s."""
+"""The same with ``quick=True``: a smoke test of the pipeline in under a minute."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +99,9 @@ class ReproduceConfig:
     progress: bool = True
     """Show a progress bar over runs."""
     quick: bool = False
-    """A half-minute version (``QUICK``): fewer rounds, seeds and held-out questions, for the
-    fields left at None. Its table says which of its differences are distinguishable from
-    noise."""
+    """A smoke test of under a minute (``QUICK``): fewer rounds, seeds and held-out
+    questions, for the fields left at None. Its table says it is too short to conclude
+    anything."""
     grpo_max_new_tokens: int = 256
     """GRPO learner only: tokens generated per completion."""
     swarm: Mapping[str, Any] = field(default_factory=dict)
