@@ -2,10 +2,9 @@
 
 ``SimulatedLearner`` answers the env's real reasoning-gym questions with real text, which the
 env scores with its real verifier, and learns only from the training batches the env hands it.
-Acting and learning cost well under a millisecond per node and round, so a 2000-round swarm of
-8 runs in about a minute on one core, env included (most of it the env's question generation
-and scoring): fast enough to study sampling policies (I:J ratios, filters, pool windows) and to
-teach.
+Acting and learning cost well under a millisecond per node and round (BENCHMARKS.md,
+"Simulated swarm"): fast enough for thousands of rounds on a laptop, to study sampling policies
+(I:J ratios, filters, pool windows) and to teach.
 
 What it models
 --------------

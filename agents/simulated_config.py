@@ -38,8 +38,7 @@ class SimulatedLearnerConfig:
     ``logit_clip``): at 1.45, e^1.45 = 4.3 times the favourite's weight, so a strategy seen
     working is adopted at once, an "Aha"; at -2 it would be a seed (14% of the favourite's
     weight) that reinforcement must grow. Governs learning from others: fitted to the paper's
-    4/4 cumulative reward by ``benchmarks/calibrate_sim.py`` (jointly with ``lr``; the value
-    before calibration was -2)."""
+    4/4 cumulative reward by ``benchmarks/calibrate_sim.py`` (jointly with ``lr``)."""
     explore: float = 5e-5
     """Probability, per completion, of trying a strategy the node does not know yet (chosen
     uniformly among the unknown ones): the rate of self-discovery."""
@@ -48,9 +47,7 @@ class SimulatedLearnerConfig:
     lr: float = 0.0286
     """Step size of the policy-gradient update on the logits (plain gradient ascent). Governs
     isolated learning: fitted to the paper's 8/0 cumulative reward by
-    ``benchmarks/calibrate_sim.py`` (jointly with ``discovery_logit``; the value before
-    calibration was 2.0, which earned an 8/0 cumulative reward of about 1100, twice the
-    paper's)."""
+    ``benchmarks/calibrate_sim.py`` (jointly with ``discovery_logit``)."""
     lr_jitter: float = 0.0
     """Standard deviation of a log-normal factor on ``lr``, drawn once per node: different
     learning rates across a heterogeneous swarm."""

@@ -17,6 +17,7 @@ from agents.simulated import (
     simulated_swarm,
     wrong_answer,
 )
+from sapo_env import make_observation
 from sapo_env.answers import extract_tag
 from sapo_env.rollouts import group_advantages, make_group
 from sapo_env.tasks import DrawnQuestion, dataset_for, resolve, score_completions
@@ -37,8 +38,9 @@ def make_questions(n: int = 6, start: int = 0, seed: int = 7_000_000) -> tuple[d
 
 
 def observation(questions, round_=0, L=8, budget=8, batch=()) -> dict:
-    return {"round": round_, "system_prompt": "", "completions_per_question": L,
-            "train_budget": budget, "questions": questions, "pool": (), "batch": batch}
+    return make_observation(round=round_, system_prompt="", completions_per_question=L,
+                            train_budget=budget, num_external=0, questions=questions,
+                            batch=batch)
 
 
 def score(question: dict, completions) -> np.ndarray:
