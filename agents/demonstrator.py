@@ -14,7 +14,7 @@ import numpy as np
 
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation
-from sapo_env.validation import check_int
+from sapo_env.validation import check_fits_budget, check_int
 
 WRONG_ANSWER = "I do not know"
 
@@ -43,10 +43,7 @@ class DemonstratorAgent:
         return f"Working through the question step by step.\n<answer>{answer}</answer>"
 
     def act(self, observation: Observation) -> Action:
-        budget = observation["train_budget"]
-        if self.num_external > budget:  # the budget is the env's, unknown at construction
-            raise ValueError(f"DemonstratorAgent num_external={self.num_external} exceeds the "
-                             f"env's train_budget={budget}: expected num_external <= {budget}")
+        check_fits_budget("DemonstratorAgent", self.num_external, observation["train_budget"])
         L = observation["completions_per_question"]
         completions = []
         for question in observation["questions"]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from sapo_env.spaces import SAMPLE_CHARSET
 from sapo_env.types import Action, Group, Observation
-from sapo_env.validation import check_int
+from sapo_env.validation import check_fits_budget, check_int
 
 
 class RandomAgent:
@@ -34,10 +34,7 @@ class RandomAgent:
         return "".join(SAMPLE_CHARSET[i] for i in picks)
 
     def act(self, observation: Observation) -> Action:
-        budget = observation["train_budget"]
-        if self.num_external > budget:  # the budget is the env's, unknown at construction
-            raise ValueError(f"RandomAgent num_external={self.num_external} exceeds the "
-                             f"env's train_budget={budget}: expected num_external <= {budget}")
+        check_fits_budget("RandomAgent", self.num_external, observation["train_budget"])
         L = observation["completions_per_question"]
         completions = tuple(tuple(self._text() for _ in range(L))
                             for _ in observation["questions"])

@@ -11,3 +11,11 @@ def check_int(name: str, value: Any, minimum: int) -> None:
     """ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def check_fits_budget(owner: str, num_external: int, train_budget: int) -> None:
+    """ValueError unless an agent's fixed J fits the env's ``train_budget`` (an agent learns
+    the budget only from its first observation)."""
+    if num_external > train_budget:
+        raise ValueError(f"{owner} num_external={num_external} exceeds the env's "
+                         f"train_budget={train_budget}: expected num_external <= {train_budget}")
