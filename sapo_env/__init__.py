@@ -12,7 +12,7 @@ from sapo_env.runner import Callback, History, RoundRecord, run
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.types import make_observation
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PAPER_TASKS",
