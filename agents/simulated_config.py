@@ -31,7 +31,8 @@ class SimulatedLearnerConfig:
     question from its ref (so every node meets the same difficulty on the same question). Why:
     real questions of one task range from trivial to out of reach, so many groups are all right
     or all wrong (zero advantage) at any skill; that is what makes the pool's filtered groups
-    worth more than one's own. 0: every question of a task is equally hard."""
+    worth more than one's own. 0 (the default; not part of the calibration): every question
+    of a task is equally hard."""
     discovery_logit: float = 1.45
     """A strategy the node just learned exists (read in a batch, or stumbled on) enters its
     policy with this logit relative to its current favourite (then kept within
@@ -62,7 +63,8 @@ class SimulatedLearnerConfig:
     format: at no task). Why: fine-tuned skills drift back towards the pretrained model when
     they are not rehearsed, and what a node rehearses is its own generation; under the paper's
     protocol J trades exactly that away (a 2/6 node answers 2 questions a round, so a task goes
-    unpractised in ~79% of rounds against ~39% at 8/0). 0 forgets nothing."""
+    unpractised in ~79% of rounds against ~39% at 8/0). 0 (the default; not part of the
+    calibration) forgets nothing."""
     off_policy_power: float = 0.0
     """beta: each completion of an *external* group counts in the gradient with weight
     ``p ** beta``, where ``p`` is the probability of its (format, strategy) under this node's
@@ -70,7 +72,8 @@ class SimulatedLearnerConfig:
     "regardless of how unlikely"; text the receiver's policy would seldom write is far from
     what its update can move (off-policy mismatch), so it teaches less. With beta = 1 the
     update follows the gradient of the text's probability instead of its log-probability. Own
-    groups are on-policy samples and keep weight 1; 0 weighs external text like own text."""
+    groups are on-policy samples and keep weight 1. 0 (the default; not part of the
+    calibration) weighs external text like own text."""
 
     # --- sampling choice ---------------------------------------------------------------------
     num_external: int = 0

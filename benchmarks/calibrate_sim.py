@@ -1,6 +1,7 @@
 """Calibrate the simulated learner: fit two parameters to the paper's 8/0 and 4/4, predict the rest.
 
-Run by hand (not a test; about 20 minutes on one core):
+Run by hand (not a test; on one core about 7 minutes when the defaults still fit, up to ~20 when a
+``--set`` or a change to the learner moves the fit):
     python benchmarks/calibrate_sim.py [--write] [--seeds 2] [--set forget_rate=0.01]
 
 The honest test of a simulator is a prediction it was not fitted to. The paper (8 x Qwen2.5-0.5B,

@@ -4,7 +4,9 @@ Simulated nodes solve questions with named strategies; "verify" (solve, then che
 90% of the time, the others at most 40%. Only node_0 knows "verify" at the start, and nobody
 can invent it (exploration is off). The other nodes can learn it only by reading node_0's
 shared completions in their training batches. With J=0 (no sharing) they never do; with J=4
-the skill spreads.
+the skill spreads. Watch node_0 too: with the calibrated simulator a strategy read in another
+node's text enters the policy above the reader's favourite, while node_0's own "verify" only
+grows at the small learning rate, so the readers adopt it faster than the pioneer uses it.
 
 Prints, per node, the round when its probability of using "verify" first passed one half, and
 saves ``aha_spreads.png``: each node's probability of using "verify", without and with sharing.
