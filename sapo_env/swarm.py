@@ -140,7 +140,8 @@ class SwarmEnv(ParallelEnv):
         parsed = parse_actions(actions, {a: len(self._drawn[a]) for a in self.agents},
                                self.config)
         scores = self._score(parsed)  # node -> (questions, L)
-        groups = self._groups(parsed, scores)
+        flat = np.concatenate(list(scores.values()))  # every group of the round, node by node
+        groups = self._groups(parsed, scores, flat)
         # Publishing and assembly run the config's filter and sampler, which may be user code
         # that raises: then the pools and sampling streams are put back as they were.
         saved = self._sharing_state()
@@ -148,7 +149,7 @@ class SwarmEnv(ParallelEnv):
             self._pool.publish(self.round, [g for a in self.agents
                                             for g, s in zip(groups[a], parsed[a].share) if s])
             assemblies = {a: self._assemble(a, groups[a]) for a in self.agents}
-            infos = self._infos(groups, scores, parsed, assemblies)
+            infos = self._infos(groups, scores, flat, parsed, assemblies)
             for a in self._replay:  # after assembly: a node replays only earlier rounds
                 self._replay[a].publish(self.round, groups[a])
         except BaseException:
@@ -202,11 +203,10 @@ class SwarmEnv(ParallelEnv):
             for a in self.agents
         }
 
-    def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray]
-                ) -> dict[str, list[Group]]:
+    def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
+                flat: np.ndarray) -> dict[str, list[Group]]:
         """Every node's groups, with advantages computed for all of them in one call."""
-        advantages = group_advantages(np.concatenate(list(scores.values())),
-                                      self.config.advantage_eps)
+        advantages = group_advantages(flat, self.config.advantage_eps)
         groups, row = {}, 0
         for a in self.agents:
             groups[a] = [make_group(a, self.round, k, d.question, reference_answer(d.entry),
@@ -231,12 +231,11 @@ class SwarmEnv(ParallelEnv):
         return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
                               num_external, self._rngs[agent], self._sampler)
 
-    def _infos(self, groups, scores, parsed, assemblies) -> dict[str, dict[str, Any]]:
+    def _infos(self, groups, scores, flat, parsed, assemblies) -> dict[str, dict[str, Any]]:
         """Per-node facts of the round; deterministic values only (no timings)."""
         taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
         # every group's mean and zero-advantage flag in one call, then sliced per node
-        flat = np.concatenate(list(scores.values()))
         all_means, all_zero = flat.mean(axis=1).tolist(), has_zero_advantage(flat).tolist()
         infos, row = {}, 0
         for a in self.agents:
