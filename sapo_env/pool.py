@@ -16,14 +16,18 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from itertools import chain
 
+import numpy as np
+
 from sapo_env.types import Group
 
 
 class _Runs:
     """A tuple of groups with, per source, the ``(start, end)`` runs its groups occupy."""
 
-    def __init__(self, groups: tuple[Group, ...]):
+    def __init__(self, groups: tuple[Group, ...], rewards: Sequence[float] = ()):
         self.groups = groups
+        # prefix sums of the groups' mean rewards: a node's view's total reward in a few slices
+        self._reward_prefix = np.concatenate(([0.0], np.cumsum(rewards, dtype=np.float64)))
         self.runs: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for i, group in enumerate(groups):
             runs = self.runs[group["source"]]
@@ -34,6 +38,11 @@ class _Runs:
 
     def count_without(self, source: str | None) -> int:
         return len(self.groups) - sum(e - s for s, e in self.runs.get(source, ()))
+
+    def reward_sum_without(self, source: str | None) -> float:
+        prefix = self._reward_prefix
+        own = sum(prefix[e] - prefix[s] for s, e in self.runs.get(source, ()))
+        return float(prefix[-1] - own)
 
     def without(self, source: str | None) -> tuple[Group, ...]:
         """The groups not published by ``source`` (None: all of them)."""
@@ -58,7 +67,7 @@ class SharedPool:
         self.window = window
         self.capacity = capacity
         self._keep = keep
-        self._entries: list[tuple[Group, bool]] = []
+        self._entries: list[tuple[Group, bool, float]] = []  # group, passes filter, mean reward
         self._all = _Runs(())
         self._passing = _Runs(())
 
@@ -66,12 +75,13 @@ class SharedPool:
         """Add this round's groups, then evict those outside the window and over capacity."""
         oldest_kept = round_ - self.window + 1
         entries = [e for e in self._entries if e[0]["round"] >= oldest_kept]
-        entries += [(g, bool(self._keep(g))) for g in groups]
+        entries += [(g, bool(self._keep(g)), float(g["rewards"].mean())) for g in groups]
         if self.capacity is not None and len(entries) > self.capacity:
             entries = entries[len(entries) - self.capacity:]
         self._entries = entries
-        self._all = _Runs(tuple(g for g, _ in entries))
-        self._passing = _Runs(tuple(g for g, keep in entries if keep))
+        self._all = _Runs(tuple(g for g, _, _ in entries), [r for _, _, r in entries])
+        passing = [(g, r) for g, keep, r in entries if keep]
+        self._passing = _Runs(tuple(g for g, _ in passing), [r for _, r in passing])
 
     def state(self) -> tuple:
         """An opaque snapshot for :meth:`restore` (publish replaces, never mutates, the state)."""
@@ -98,3 +108,10 @@ class SharedPool:
     def count_for(self, node: str | None, filtered: bool = False) -> int:
         """How many groups ``node`` did not publish, optionally only those passing the filter."""
         return (self._passing if filtered else self._all).count_without(node)
+
+    def mean_reward_for(self, node: str | None, filtered: bool = False) -> float | None:
+        """Mean over the groups ``node`` did not publish (optionally only those passing the
+        filter) of each group's mean reward; None when there are none."""
+        runs = self._passing if filtered else self._all
+        count = runs.count_without(node)
+        return runs.reward_sum_without(node) / count if count else None

@@ -257,6 +257,7 @@ class SwarmEnv(ParallelEnv):
                 "external_shortfall": assemblies[a].external_shortfall,
                 "pool_size": source.count_for(others),
                 "pool_size_filtered": source.count_for(others, filtered=True),
+                "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
                 "shared_groups": len(shared),
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,

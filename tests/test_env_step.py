@@ -168,6 +168,7 @@ def test_zero_advantage_groups_are_filtered_with_a_reported_shortfall(small_env)
         assert [g["local"] for g in batch] == [True, True]  # I=2 local kept: the paper
         assert infos[a]["external_shortfall"] == 1  # filters only external groups
         assert infos[a]["pool_size"] == 4 and infos[a]["pool_size_filtered"] == 0
+        assert infos[a]["pool_mean_reward_filtered"] is None
         assert infos[a]["zero_advantage_fraction"] == 1.0
 
 
@@ -289,9 +290,20 @@ def test_infos_are_complete(small_env):
     assert set(infos["node_0"]) == {
         "num_external", "generated_completions", "task_scores", "local_groups",
         "external_groups", "local_shortfall", "external_shortfall", "pool_size",
-        "pool_size_filtered", "zero_advantage_fraction", "shared_groups", "shared_mean_reward",
-        "taken_by_others"}
+        "pool_size_filtered", "pool_mean_reward_filtered", "zero_advantage_fraction",
+        "shared_groups", "shared_mean_reward", "taken_by_others"}
     assert all(0 <= v <= 1 for v in infos["node_0"]["task_scores"].values())
+
+
+def test_pool_mean_reward_filtered_is_the_mean_over_the_nodes_filtered_view():
+    env = sapo_env.parallel_env(**SMALL)
+    observations, _ = env.reset(seed=3)
+    observations, _, _, _, infos = env.step(demonstrators(0)(observations))
+    for a in env.agents:  # window 1: the observation's pool is the view the info describes
+        view = [float(g["rewards"].mean()) for g in observations[a]["pool"]
+                if np.ptp(g["rewards"]) > 0]
+        assert view, "the check needs informative groups"
+        assert infos[a]["pool_mean_reward_filtered"] == pytest.approx(np.mean(view))
 
 
 def test_truncation_after_max_rounds():

@@ -37,3 +37,16 @@ def test_views_exclude_own_and_filtered_groups():
     assert len(pool.candidates_for(None)) == 5
     assert pool.count_for("a") == 3 and pool.count_for("a", filtered=True) == 2
     assert pool.count_for("nobody") == 6 and pool.from_others("nobody") == pool.groups
+
+
+def test_mean_reward_of_a_nodes_view():
+    pool = SharedPool(window=2, capacity=None, keep=keep_informative)
+    pool.publish(0, [group("a", 0), group("b", 0, informative=False)])  # means 0.5 and 1.0
+    pool.publish(1, [group("c", 1), group("a", 1, informative=False)])  # 0.5 and 1.0
+    assert pool.mean_reward_for("a") == 0.75  # b's 1.0 and c's 0.5
+    assert pool.mean_reward_for("a", filtered=True) == 0.5  # c only
+    assert pool.mean_reward_for("c") == (0.5 + 1.0 + 1.0) / 3
+    assert pool.mean_reward_for(None, filtered=True) == 0.5
+    only_a = SharedPool(window=1, capacity=None, keep=keep_informative)
+    only_a.publish(0, [group("a", 0)])
+    assert only_a.mean_reward_for("a") is None and only_a.mean_reward_for("a", True) is None
