@@ -1,15 +1,15 @@
 """The reference SAPO node: a language model that acts by sampling and learns with GRPO.
 
-``GRPOAgent(model, tokenizer=None, config=GRPOConfig(), num_external=4, ratio_policy=None,
-seed=0)`` plays one node of a ``sapo_env`` swarm:
+``GRPOAgent(model, tokenizer=None, config=GRPOConfig(), num_external=4, seed=0)`` plays one
+node of a ``sapo_env`` swarm:
 
 ``act(observation)``
     builds one prompt per question with the tokenizer's chat template (the observation's
     system prompt, the question as the user turn), samples ``completions_per_question``
     completions for every question in one batched ``generate`` call (left padding), decodes
     them without special tokens and returns them with ``num_external``, the J of the node's
-    next round: from ``ratio_policy(observation)`` when given, else the fixed
-    ``num_external`` (the observation's ``num_external`` is the J in force now).
+    next round (the observation's ``num_external`` is the J in force now). To choose J
+    adaptively, give ``sapo_env.run`` a ratio policy for the node (``agents.ratio``).
 ``learn(batch)``
     a GRPO step on the training set the env assembled. Local and external groups are treated
     alike: each completion is re-encoded as text with this agent's tokenizer, under the chat
@@ -64,7 +64,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,11 +95,10 @@ from agents.models import (
 from agents.torch_rng import TorchRNG
 from sapo_env.validation import check_int
 
-__all__ = ["GRPOAgent", "GRPOConfig", "RatioPolicy"]
+__all__ = ["GRPOAgent", "GRPOConfig"]
 
 logger = logging.getLogger(__name__)
 
-RatioPolicy = Callable[[Mapping[str, Any]], int]
 
 class GRPOAgent:
     """A language-model node trained with GRPO; see the module docstring."""
@@ -113,7 +112,6 @@ class GRPOAgent:
         tokenizer: PreTrainedTokenizerBase | str | None = None,
         config: GRPOConfig | None = None,
         num_external: int = 4,
-        ratio_policy: RatioPolicy | None = None,
         seed: int | np.random.SeedSequence = 0,
     ):
         config = config or GRPOConfig()
@@ -125,7 +123,7 @@ class GRPOAgent:
         claim_model(base)
         self._setup(
             base, tokenizer, config, adapter_name="default" if config.use_lora else None,
-            num_external=num_external, ratio_policy=ratio_policy, seed=seed,
+            num_external=num_external, seed=seed,
         )
 
     @classmethod
@@ -137,7 +135,6 @@ class GRPOAgent:
         adapter_name: str,
         *,
         num_external: int = 4,
-        ratio_policy: RatioPolicy | None = None,
         seed: int | np.random.SeedSequence = 0,
     ) -> GRPOAgent:
         """An agent that trains its own LoRA adapter ``adapter_name`` on a shared, loaded base.
@@ -153,7 +150,7 @@ class GRPOAgent:
             raise ValueError("with_adapter needs config.use_lora=True, got use_lora=False")
         agent = cls.__new__(cls)
         agent._setup(model, tokenizer, config, adapter_name=adapter_name,
-                     num_external=num_external, ratio_policy=ratio_policy, seed=seed)
+                     num_external=num_external, seed=seed)
         return agent
 
     def _setup(
@@ -164,7 +161,6 @@ class GRPOAgent:
         *,
         adapter_name: str | None,
         num_external: int,
-        ratio_policy: RatioPolicy | None,
         seed: int | np.random.SeedSequence,
     ) -> None:
         check_int("num_external", num_external, 0)
@@ -174,7 +170,6 @@ class GRPOAgent:
         self.config = config
         self.tokenizer = tokenizer
         self.num_external = int(num_external)
-        self.ratio_policy = ratio_policy
         self.device = device
         self.dtype = resolve_dtype(config.dtype, device)
         self.adapter_name = adapter_name
@@ -266,9 +261,8 @@ class GRPOAgent:
         return {"completions": completions, "num_external": self.choose_num_external(observation)}
 
     def choose_num_external(self, observation: Mapping[str, Any]) -> int:
-        """J from the ratio policy, else the fixed one, clamped to [0, train_budget]."""
-        policy = self.ratio_policy
-        wanted = int(policy(observation) if policy is not None else self.num_external)
+        """The fixed J, clamped to [0, train_budget]."""
+        wanted = self.num_external
         budget = int(observation["train_budget"])
         chosen = min(max(wanted, 0), budget)
         if chosen != wanted and not self._warned_budget:

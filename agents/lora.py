@@ -45,7 +45,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agents.generation import generate_completion_ids
-from agents.grpo import GRPOAgent, RatioPolicy
+from agents.grpo import GRPOAgent
 from agents.grpo_config import GRPOConfig
 from agents.models import claim_model, load_model, resolve_device, resolve_dtype
 from agents.torch_rng import TorchRNG
@@ -107,7 +107,6 @@ def lora_swarm(
     tokenizer: PreTrainedTokenizerBase | str | None = None,
     names: Sequence[str] | None = None,
     num_external: int | Sequence[int] = 4,
-    ratio_policy: RatioPolicy | Sequence[RatioPolicy | None] | None = None,
     seed: int | np.random.SeedSequence = 0,
 ) -> list[GRPOAgent]:
     """``n`` GRPO agents sharing one frozen base, each with its own LoRA adapter.
@@ -120,18 +119,14 @@ def lora_swarm(
         tokenizer: the base model's tokenizer when ``model`` is an object without a path.
         names: env node played by each agent (default ``node_0`` ... ``node_{n-1}``).
         num_external: J of every agent, or one per agent.
-        ratio_policy: one callable for all agents, or one (or None) per agent.
         seed: root seed; each agent and the joint generation get an independent stream.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     config = dataclasses.replace(config or GRPOConfig(), use_lora=True)
     externals = [num_external] * n if isinstance(num_external, int) else list(num_external)
-    policies = list(ratio_policy) if isinstance(ratio_policy, Sequence) else [ratio_policy] * n
     if len(externals) != n:
         raise ValueError(f"num_external must be an int or {n} ints, got {num_external}")
-    if len(policies) != n:
-        raise ValueError(f"ratio_policy must be one callable or {n}, got {len(policies)}")
     names = [f"node_{i}" for i in range(n)] if names is None else list(names)
 
     device = resolve_device(config.device)
@@ -146,8 +141,7 @@ def lora_swarm(
     shared: torch.nn.Module = base
     for i in range(n):
         agent = GRPOAgent.with_adapter(
-            shared, tokenizer, config, f"lora_{i}", num_external=externals[i],
-            ratio_policy=policies[i], seed=streams[i],
+            shared, tokenizer, config, f"lora_{i}", num_external=externals[i], seed=streams[i],
         )
         shared = agent.model  # the PeftModel after the first adapter; later ones add to it
         agents.append(agent)

@@ -8,16 +8,17 @@
 from __future__ import annotations
 
 from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
-from sapo_env.runner import Callback, History, RoundRecord, run
+from sapo_env.runner import Callback, History, RatioPolicy, RoundRecord, play_round, run
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.types import make_observation
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "PAPER_TASKS",
     "Callback",
     "History",
+    "RatioPolicy",
     "RoundRecord",
     "SwarmConfig",
     "SwarmEnv",
@@ -25,6 +26,7 @@ __all__ = [
     "env",
     "make_observation",
     "parallel_env",
+    "play_round",
     "raw_env",
     "run",
 ]

@@ -6,6 +6,19 @@ model) are ``JointMember``s: they expose the same ``joint_actor`` (a ``JointActo
 runner calls ``joint_actor.act_jointly({node: observation, ...})`` once for all of them
 instead of each one's ``act``.
 
+A ``RatioPolicy`` chooses a node's J (the external groups of its next round) in place of the
+agent: ``run(env, agents, ratio_policies={"node_0": policy})``. Any agent combines with any
+policy, since the runner, not the agent, applies it: each round it calls
+``policy.choose(observation)`` and puts the J in the node's action, steps the env, lets the
+agents learn, then tells the policy the outcome with ``policy.update(reward, info)``, where
+``info["num_external"]`` is the J that was in force in that round (chosen a round earlier, or
+``SwarmConfig.num_external`` in round 0). Policies live in ``agents.ratio``. In a loop of your
+own, do the same::
+
+    actions[node]["num_external"] = policy.choose(observations[node])
+    observations, rewards, terminations, truncations, infos = env.step(actions)
+    policy.update(rewards[node], infos[node])
+
 Cumulative reward, two definitions (``History``):
     ``cumulative_reward``: sum over rounds of the swarm's mean reward. The paper's 1093.31 for
         4/4 over 2000 rounds is most likely this one: a per-node reward is a mean score in
@@ -60,6 +73,20 @@ class JointMember(Agent, Protocol):
     alone, through its own ``act``)."""
 
     joint_actor: JointActor | None
+
+
+@runtime_checkable
+class RatioPolicy(Protocol):
+    """Chooses a node's J from what the node has seen, and learns from the outcome."""
+
+    def choose(self, observation: Observation) -> int:
+        """J for the node's next round, in [0, ``observation["train_budget"]``]."""
+        ...
+
+    def update(self, reward: float, info: Mapping[str, Any]) -> None:
+        """The outcome of the round just played: the node's reward and its infos entry
+        (``info["num_external"]`` is the J that was in force in that round)."""
+        ...
 
 
 @dataclass
@@ -137,14 +164,26 @@ def run(
     callbacks: Iterable[Callback] = (),
     progress: bool = True,
     seed: int | None = None,
+    ratio_policies: Mapping[str, RatioPolicy] | None = None,
 ) -> History:
     """Reset ``env`` and run ``rounds`` rounds (default: until every node is truncated).
 
-    Each round: every live node acts on its observation, the env steps, then every node learns
-    from the batch the env assembled for it. ``agents`` is a mapping node name -> agent, or a
-    sequence in ``env.possible_agents`` order. ``seed`` is passed to ``env.reset``.
+    Each round (``play_round``): every live node acts on its observation, the env steps, then
+    every node learns from the batch the env assembled for it. ``agents`` is a mapping node
+    name -> agent, or a sequence in ``env.possible_agents`` order. ``seed`` is passed to
+    ``env.reset``. ``ratio_policies`` maps some or all nodes to a ``RatioPolicy`` that chooses
+    their J in place of the agent (see the module docstring).
     """
     agents = _by_name(env, agents)
+    policies = dict(ratio_policies or {})
+    unknown = sorted(set(policies) - set(env.possible_agents))
+    if unknown:
+        raise ValueError(f"ratio_policies names nodes that are not in the swarm: {unknown}; "
+                         f"the nodes are {list(env.possible_agents)}")
+    not_policies = sorted(a for a, p in policies.items() if not isinstance(p, RatioPolicy))
+    if not_policies:
+        raise TypeError(f"ratio_policies of {not_policies} need choose(observation) and "
+                        "update(reward, info) (see sapo_env.RatioPolicy)")
     callbacks = list(callbacks)
     observations, _ = env.reset(seed=seed)
     total = env.config.max_rounds if rounds is None else min(rounds, env.config.max_rounds)
@@ -162,22 +201,41 @@ def run(
             history.rewards, history.num_external = rewards[:t], num_external[:t]
             history.generated = generated[:t]
             break
-        actions = _act(agents, {a: observations[a] for a in env.agents})
-        observations, round_rewards, _, _, infos = env.step(actions)
-        learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in round_rewards}
-        for a, r in round_rewards.items():
+        chosen = {a: policies[a].choose(observations[a]) for a in env.agents if a in policies}
+        record = play_round(env, agents, observations, chosen)
+        observations, infos = record.observations, record.infos
+        for a, r in record.rewards.items():
+            if a in policies:
+                policies[a].update(r, infos[a])
             rewards[t, column[a]] = r
             num_external[t, column[a]] = infos[a]["num_external"]
             generated[t, column[a]] = infos[a]["generated_completions"]
         history.infos.append(infos)
-        history.learn_metrics.append(learned)
-        record = RoundRecord(t, observations, actions, round_rewards, infos, learned)
+        history.learn_metrics.append(record.learn_metrics)
         for callback in callbacks:
             callback.on_round_end(record)
 
     for callback in callbacks:
         callback.on_run_end(history)
     return history
+
+
+def play_round(
+    env: Any,
+    agents: Mapping[str, Agent],
+    observations: Mapping[str, Observation],
+    num_external: Mapping[str, int] | None = None,
+) -> RoundRecord:
+    """One round: every live node acts (its action's ``num_external`` replaced where
+    ``num_external`` names the node), the env steps, every node that got a reward learns.
+    The record's ``round`` is the round played and its ``observations`` those after the step."""
+    round_ = env.round
+    actions = _act(agents, {a: observations[a] for a in env.agents})
+    for a, j in (num_external or {}).items():
+        actions[a] = {**actions[a], "num_external": j}
+    observations, rewards, _, _, infos = env.step(actions)
+    learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in rewards}
+    return RoundRecord(round_, observations, actions, rewards, infos, learned)
 
 
 def _by_name(env: Any, agents: Mapping[str, Agent] | Sequence[Agent]) -> dict[str, Agent]:

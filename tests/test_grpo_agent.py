@@ -126,9 +126,8 @@ def test_act_returns_L_completions_per_question_and_J(tok):
     assert len(action["completions"]) == 2
     assert all(len(c) == 3 and all(isinstance(s, str) for s in c) for c in action["completions"])
     assert action["num_external"] == 1
-    policy = agent_with(tok, ratio_policy=lambda o: 5)  # more than the budget: clamped
-    assert policy.act(observation(budget=2))["num_external"] == 2
-    assert agent_with(tok, ratio_policy=lambda o: 0).act(observation())["num_external"] == 0
+    greedy = agent_with(tok, num_external=5)  # more than the budget: clamped
+    assert greedy.act(observation(budget=2))["num_external"] == 2
 
 
 def test_same_seed_same_completions_and_global_rng_untouched(tok):

@@ -129,3 +129,58 @@ def test_random_agent_lengths_reach_max_chars():
     assert lengths == {0, 1, 2, 3}
     with pytest.raises(ValueError, match="max_chars"):
         RandomAgent(max_chars=-1)
+
+
+class ScriptedRatio:
+    """Chooses J from a script and records every call, to check the runner's protocol."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.calls = []
+
+    def choose(self, observation):
+        self.calls.append(("choose", observation["round"], observation["num_external"]))
+        return self.script[observation["round"]]
+
+    def update(self, reward, info):
+        self.calls.append(("update", reward, info["num_external"]))
+
+
+def test_ratio_policies_choose_next_rounds_J_and_hear_the_outcome():
+    env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 4})  # SMALL: round 0's J is 1
+    policy = ScriptedRatio([3, 0, 2, 1])
+    history = sapo_env.run(env, swarm(), seed=0, progress=False,
+                           ratio_policies={"node_1": policy})
+    # node_1's own agent asks for 2; the policy overrides it, a round later each time
+    assert history.num_external[:, 1].tolist() == [1, 3, 0, 2]
+    assert history.num_external[:, 0].tolist() == [1, 1, 1, 1]  # no policy: its agent's J
+    rewards = history.node_rewards("node_1").tolist()
+    assert policy.calls == [
+        ("choose", 0, 1), ("update", rewards[0], 1),
+        ("choose", 1, 3), ("update", rewards[1], 3),
+        ("choose", 2, 0), ("update", rewards[2], 0),
+        ("choose", 3, 2), ("update", rewards[3], 2),
+    ]
+    assert history.generated[:, 1].tolist() == [6, 0, 9, 3]  # I x L, with I = 3 - J
+
+
+def test_ratio_policy_errors_name_the_node():
+    env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2})
+    with pytest.raises(ValueError, match=r"not in the swarm: \['node_9'\]"):
+        sapo_env.run(env, swarm(), progress=False, ratio_policies={"node_9": ScriptedRatio([])})
+    with pytest.raises(TypeError, match=r"\['node_0'\] need choose"):
+        sapo_env.run(env, swarm(), progress=False, ratio_policies={"node_0": lambda o: 1})
+    with pytest.raises(ValueError, match="node_2.*num_external"):
+        sapo_env.run(env, swarm(), progress=False, ratio_policies={"node_2": ScriptedRatio([7])})
+
+
+def test_play_round_overrides_J_and_reports_the_round_played():
+    env = sapo_env.parallel_env(**SMALL)
+    agents = dict(zip(env.possible_agents, swarm()))
+    observations, _ = env.reset(seed=0)
+    record = sapo_env.play_round(env, agents, observations, {"node_0": 0})
+    assert record.round == 0 and env.round == 1
+    assert record.actions["node_0"]["num_external"] == 0
+    assert record.actions["node_1"]["num_external"] == 2  # its agent's own choice
+    assert record.observations["node_0"]["num_external"] == 0
+    assert set(record.learn_metrics) == set(env.agents)

@@ -21,7 +21,7 @@ for, over several seeds:
 With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the
 whole sweep takes minutes on a laptop, and says something about sampling dynamics, nothing
 about language models. ``learner="grpo"`` runs ``agents.GRPOAgent`` language models (GPUs);
-any agent factory runs your own agents (``experiments.reproduce.learners``).
+any agent factory runs your own agents (``experiments.learners``).
 
 Outputs in ``out``:
     ``results.md``, ``results.csv``   cumulative reward, mean and 95% CI over seeds, its ratio
@@ -46,11 +46,12 @@ Example::
     result = reproduce(ReproduceConfig(quick=True, out="out/reproduce-quick"))
     print(result.table_markdown)
 
-Modules: ``config`` (the configurations and the sweep's settings), ``learners`` (agent
+Modules: ``config`` (the configurations and the sweep's settings), ``experiments.learners`` (agent
 factories), ``sweep`` (running and resuming), ``report`` (statistics and the table),
 ``figures``, ``cli``.
 """
 
+from experiments.learners import AgentFactory, GRPOLearners, simulated_learners
 from experiments.reproduce.config import (
     BY_LABEL,
     EXPERIMENTS,
@@ -60,7 +61,6 @@ from experiments.reproduce.config import (
     RunSpec,
     seeds_of,
 )
-from experiments.reproduce.learners import AgentFactory, GRPOLearners, simulated_learners
 from experiments.reproduce.report import Row, mean_ci, smoothing_window, verdict
 from experiments.reproduce.sweep import ReproduceResult, load_run, reproduce, run_one
 

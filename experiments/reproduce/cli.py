@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Sequence
 
-from experiments.reproduce import learners
+from experiments import learners
 from experiments.reproduce.config import EXPERIMENTS, FULL, QUICK, ReproduceConfig
 from experiments.reproduce.sweep import ReproduceResult, reproduce
 
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--learner", default=d.learner, metavar="sim|grpo|MODULE:FACTORY",
                         help="simulated learners (default, CPU), GRPO language models (GPU), or "
                              "an agent factory of your own, e.g. mypkg.nodes:make_nodes "
-                             "(see experiments.reproduce.learners)")
+                             "(see experiments.learners)")
     parser.add_argument("--model", default=None,
                         help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",

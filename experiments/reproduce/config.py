@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from experiments.reproduce import learners
-from experiments.reproduce.learners import AgentFactory
+from experiments import learners
+from experiments.learners import AgentFactory
 from sapo_env.validation import check_int
 
 Learner = Literal["sim", "grpo"]
@@ -65,7 +65,7 @@ class ReproduceConfig:
     """Output folder (None: ``FULL`` or, quick, ``QUICK``)."""
     learner: Learner | AgentFactory = "sim"
     """Who plays the nodes: ``"sim"``, simulated learners (CPU, minutes); ``"grpo"``, language
-    models (GPUs); or an agent factory of your own (see ``experiments.reproduce.learners``)."""
+    models (GPUs); or an agent factory of your own (see ``experiments.learners``)."""
     model: str | None = None
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
     experiments: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)

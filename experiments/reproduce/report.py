@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig
-from experiments.reproduce.learners import describe
 from sapo_env.config import SwarmConfig
 from sapo_env.metrics import PAPER_WINDOW
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
 from experiments.reproduce.figures import plot_figures
-from experiments.reproduce.learners import describe
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""Who plays the nodes of a sweep: agent factories.
+"""Who plays the nodes of an experiment: agent factories (``reproduce``, ``bench-ratio`` and the
+meta environments build their nodes with one).
 
 An agent factory builds the nodes of one run::
 
