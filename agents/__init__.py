@@ -1,4 +1,4 @@
-"""Reference agents for ``sapo_env``.
+"""Reference agents for ``sapo_env``, and ratio policies (``agents.ratio``) that choose a node's J.
 
 Every agent has ``act(observation) -> action`` and ``learn(batch) -> dict | None``.
 Agents that need optional dependencies (torch for the language-model agent) are imported on
@@ -13,6 +13,16 @@ from typing import Any
 
 from agents.demonstrator import DemonstratorAgent
 from agents.random_agent import RandomAgent
+from agents.ratio import (
+    EXP3,
+    DiscountedUCB,
+    FixedRatio,
+    LearningProgress,
+    PoolQuality,
+    RatioFeatures,
+    SB3Ratio,
+    ThompsonSampling,
+)
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
 
 # name -> module, for agents whose dependencies are optional extras
@@ -25,8 +35,9 @@ _LAZY = {
 # the `lm` extra's packages (pyproject.toml)
 _LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
 
-__all__ = ["DemonstratorAgent", "RandomAgent", "SimulatedLearner", "SimulatedLearnerConfig",
-           "simulated_swarm", *_LAZY]
+__all__ = ["EXP3", "DemonstratorAgent", "DiscountedUCB", "FixedRatio", "LearningProgress",
+           "PoolQuality", "RandomAgent", "RatioFeatures", "SB3Ratio", "SimulatedLearner",
+           "SimulatedLearnerConfig", "ThompsonSampling", "simulated_swarm", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
