@@ -4,6 +4,7 @@
     sapo-env info                                       the paper-default configuration and
                                                         the two question protocols
     sapo-env reproduce [--quick] [--seeds S] [--jobs J] the paper's table and figures
+    sapo-env bench-ratio [--quick] [--sb3-model PATH]   adaptive I:J policies vs fixed ratios
     sapo-env --version
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in
@@ -49,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "a table, figures and TensorBoard runs (experiments.reproduce)")
     reproduce.add_arguments(reproduce_parser)
     reproduce_parser.set_defaults(handler=reproduce.run_from_args)
+
+    from experiments.bench_ratio import cli as bench_ratio
+
+    bench_parser = commands.add_parser(
+        "bench-ratio", help="adaptive I:J ratio policies against fixed ratios on held-out "
+                            "seeds: a table and a figure (experiments.bench_ratio)")
+    bench_ratio.add_arguments(bench_parser)
+    bench_parser.set_defaults(handler=bench_ratio.run_from_args)
     return parser
 
 

@@ -1,0 +1,120 @@
+"""Running the benchmark: one swarm per policy, setting and seed, in worker processes,
+resumable; then the table and the figure."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from experiments.bench_ratio.config import BenchConfig, RunSpec, settings_dict, spec_of
+from experiments.bench_ratio.report import Row, format_markdown, plot_num_external, summarise
+from experiments.reproduce.config import seeds_of
+from experiments.reproduce.sweep import load_run, machine_description
+
+
+def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
+    """The policies' stream of seed ``seed_index``: a third child beside ``seeds_of``'s env
+    and learner streams, so adding a policy never changes the swarm it plays in."""
+    return np.random.SeedSequence(base_seed, spawn_key=(seed_index, 2))
+
+
+def run_one(spec: RunSpec) -> Path:
+    """Run one swarm; save its per-round arrays to ``out/runs/<name>.npz``."""
+    import sapo_env
+
+    c = spec.config
+    roles = spec.roles()
+    names = list(roles)
+    initial = {a: spec_of(roles[a]).initial_num_external for a in names}
+    env = sapo_env.parallel_env(n=c.n_agents, max_rounds=c.rounds, num_external=initial)
+    env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
+    # the learners' own J never matters (the policies set every node's), but building them
+    # with the benchmarked policy's start keeps fixed-J runs identical to reproduce's
+    agents = c.learner(names, spec_of(spec.policy).initial_num_external, agent_seed)
+    streams = policy_seed(c.base_seed, spec.seed_index).spawn(len(names))
+    policies = {a: spec_of(roles[a]).build(s, c.rounds, c.sb3_model)
+                for a, s in zip(names, streams)}
+    started = time.perf_counter()
+    history = sapo_env.run(env, agents, progress=False, seed=env_seed, ratio_policies=policies)
+    meta = {"key": spec.key(), "policy": spec.policy, "setting": spec.setting,
+            "seed_index": spec.seed_index, "env_seed": env_seed,
+            "seconds": time.perf_counter() - started, "roles": roles}
+    spec.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = spec.path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), rewards=history.rewards,
+                        num_external=history.num_external, generated=history.generated,
+                        uses_policy=np.array([roles[a] == spec.policy for a in names]))
+    os.replace(tmp, spec.path)  # atomic: an interrupted benchmark never leaves half a run
+    return spec.path
+
+
+def _finished(spec: RunSpec) -> bool:
+    try:
+        with np.load(spec.path, allow_pickle=False) as data:
+            return json.loads(str(data["meta"]))["key"] == spec.key()
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+@dataclass
+class BenchResult:
+    config: BenchConfig
+    rows: list[Row]
+    files: list[Path]
+    seconds: float
+
+    @property
+    def table_markdown(self) -> str:
+        return format_markdown(self.rows, self.config)
+
+
+def bench(config: BenchConfig | None = None) -> BenchResult:
+    """Run (or resume) the benchmark and write the table, figure and summary to ``config.out``."""
+    config = config or BenchConfig()
+    started = time.perf_counter()
+    out = Path(config.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = config.specs()
+    todo = [s for s in specs if not (config.resume and _finished(s))]
+    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
+    bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="runs", unit="run",
+               disable=not config.progress)
+    try:
+        if jobs <= 1:
+            for spec in todo:
+                run_one(spec)
+                bar.update()
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = [pool.submit(run_one, spec) for spec in todo]
+                for future in as_completed(futures):
+                    future.result()
+                    bar.update()
+    finally:
+        bar.close()
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for spec in specs:
+        runs.setdefault((spec.setting, spec.policy), []).append(load_run(spec.path))
+    rows = summarise(config, runs)
+    files = [out / "results.md"]
+    files[0].write_text(format_markdown(rows, config))
+    if config.plots:
+        files.append(plot_num_external(config, runs, out / "num_external.png"))
+    seconds = time.perf_counter() - started
+    files.append(out / "summary.json")
+    files[-1].write_text(json.dumps({
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(), "wall_seconds": round(seconds, 1), "jobs": jobs,
+        "settings": settings_dict(config), "rows": [asdict(r) for r in rows],
+    }, indent=2, default=str) + "\n")
+    return BenchResult(config, rows, files, seconds)

@@ -1,0 +1,103 @@
+"""``sapo-env bench-ratio``: the settings, the equivalence with reproduce, the table, resume."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import experiments.reproduce as rp
+from experiments.bench_ratio import BenchConfig, RunSpec, bench, run_one
+from experiments.bench_ratio import cli as bench_cli
+from experiments.bench_ratio.report import _per_seed
+from experiments.reproduce.sweep import load_run
+
+TINY = dict(rounds=12, seeds=2, n_agents=4, jobs=1, progress=False, plots=False)
+
+
+def test_config_validation_names_the_field(tmp_path):
+    with pytest.raises(ValueError, match="policies must be labels"):
+        BenchConfig(policies=("greedy",))
+    with pytest.raises(ValueError, match="sb3_model is None"):
+        BenchConfig(policies=("ppo",))
+    with pytest.raises(ValueError, match="does not exist"):
+        BenchConfig(sb3_model=str(tmp_path / "missing.zip"))
+    with pytest.raises(ValueError, match="settings must be among"):
+        BenchConfig(settings=("everyone",))
+    with pytest.raises(ValueError, match="n_agents must be >= 2"):
+        BenchConfig(n_agents=1)
+    with pytest.raises(SystemExit, match="sapo-env bench-ratio: policies"):
+        bench_cli.run_from_args(bench_cli.add_arguments(
+            __import__("argparse").ArgumentParser()).parse_args(["--policies", "greedy"]))
+
+
+def test_settings_assign_roles():
+    config = BenchConfig(n_agents=8)
+    roles = {s: RunSpec("exp3", s, 0, config).roles() for s in ("all", "focal", "mixed")}
+    assert set(roles["all"].values()) == {"exp3"}
+    assert list(roles["focal"].values()) == ["exp3"] + ["fixed-4"] * 7
+    assert list(roles["mixed"].values()) == ["exp3"] * 4 + ["fixed-0", "fixed-2", "fixed-6",
+                                                            "fixed-8"]
+
+
+def test_fixed_ratio_gives_exactly_the_reproduce_configuration(tmp_path):
+    """FixedRatio(2) for every node is the reproduce sweep's 6/2, seed for seed."""
+    bench_config = BenchConfig(out=tmp_path / "bench", policies=("fixed-2",), settings=("all",),
+                               **TINY)
+    ours = load_run(run_one(RunSpec("fixed-2", "all", 1, bench_config)))
+    reproduce_config = rp.ReproduceConfig(out=tmp_path / "rp", experiments=("6/2",), rounds=12,
+                                          seeds=2, n_agents=4, tensorboard=False, plots=False,
+                                          progress=False)
+    theirs = load_run(rp.run_one(rp.RunSpec("6/2", 1, reproduce_config)))
+    np.testing.assert_array_equal(ours["rewards"], theirs["rewards"])
+    np.testing.assert_array_equal(ours["num_external"], theirs["num_external"])
+    np.testing.assert_array_equal(ours["generated"], theirs["generated"])
+    assert ours["rewards"].sum() > 0  # not vacuous: the nodes earned something
+
+
+def test_adaptive_policies_keep_J_in_range_and_the_table_adds_up(tmp_path):
+    config = BenchConfig(out=tmp_path, policies=("fixed-4", "fixed-6", "discounted-ucb",
+                                                 "pool-quality"), **TINY)
+    result = bench(config)
+    runs = {p.name: load_run(p) for p in sorted((tmp_path / "runs").glob("*.npz"))}
+    assert len(runs) == 4 * 3 * 2
+    for run in runs.values():
+        j = run["num_external"]
+        assert j.min() >= 0 and j.max() <= 8
+    ucb = runs["all_discounted-ucb_seed0.npz"]["num_external"]
+    assert len(np.unique(ucb)) > 1  # the bandit really moves J
+    # the table's numbers are those of the runs
+    row = next(r for r in result.rows if (r.setting, r.policy) == ("mixed", "pool-quality"))
+    stats = _per_seed([runs["mixed_pool-quality_seed0.npz"], runs["mixed_pool-quality_seed1.npz"]])
+    assert row.cumulative == pytest.approx(stats["cumulative"].mean())
+    assert row.mean_j == pytest.approx(stats["mean_j"].mean())
+    focal = runs["focal_fixed-6_seed0.npz"]
+    assert focal["uses_policy"].tolist() == [True, False, False, False]
+    assert focal["num_external"][1:, 0].tolist() == [6] * 11
+    best = {r.setting: r.best_fixed for r in result.rows}
+    assert set(best.values()) <= {"fixed-4", "fixed-6"}
+    table = (tmp_path / "results.md").read_text()
+    assert "**mixed**" in table and "(best fixed)" in table
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary["rows"]) == 12
+
+
+def test_same_seed_same_table_and_resume_reuses_runs(tmp_path):
+    config = BenchConfig(out=tmp_path, policies=("fixed-4", "exp3"), settings=("all",), **TINY)
+    first = bench(config)
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*.npz")}
+    again = bench(config)
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # resumed: nothing rerun
+    assert first.table_markdown == again.table_markdown
+    fresh = bench(BenchConfig(out=tmp_path / "fresh", policies=("fixed-4", "exp3"),
+                              settings=("all",), **TINY))
+    assert fresh.table_markdown == first.table_markdown
+
+
+def test_quick_cli_in_worker_processes(tmp_path, capsys):
+    bench_cli.main(["--quick", "--rounds", "6", "--nodes", "3", "--policies", "fixed-4",
+                    "thompson", "--jobs", "2", "--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert "too short to conclude anything" in out and "| thompson |" in out
+    assert (tmp_path / "num_external.png").stat().st_size > 0
