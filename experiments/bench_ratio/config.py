@@ -15,8 +15,9 @@ nodes of any agent factory) under the paper's protocol, in one of three settings
 
 Seeds are held out: the env and learner seeds come from ``base_seed`` exactly as in
 ``sapo-env reproduce`` (so ``fixed-2`` in the ``all`` setting is the reproduce sweep's 6/2,
-number for number), the policies' own randomness from a third child of the same seed, and the
-meta-agent example trains on small-integer reset seeds that never coincide with these.
+number for number), the policies' own randomness from a third child of the same seed; the
+meta-agent example draws its training episodes from a branch of its own ``--seed``, so no
+benchmark swarm was ever a training episode, and nothing here was tuned on these seeds.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def spec_of(label: str) -> PolicySpec:
                          "fixed-J")
     return _fixed(int(j))
 
-FULL = {"rounds": 800, "seeds": 3}
+FULL = {"rounds": 1000, "seeds": 3}
 QUICK = {"rounds": 40, "seeds": 2}
 
 
@@ -152,7 +153,7 @@ class BenchConfig:
     base_seed: int = 0
     """Root of every seed (the env and learner seeds are ``sapo-env reproduce``'s)."""
     rounds: int | None = None
-    """Rounds per run (None: 800, quick 40)."""
+    """Rounds per run (None: 1000, quick 40)."""
     n_agents: int = 8
     """Nodes per swarm (at least 2; the mixed setting needs 2 or more)."""
     learner: AgentFactory = learners.simulated_learners

@@ -23,7 +23,7 @@ from experiments.bench_ratio.config import (
     POLICIES,
     BenchConfig,
 )
-from experiments.reproduce.report import mean_ci, smoothing_window
+from experiments.reproduce.report import format_value, mean_ci, smoothing_window
 from sapo_env.metrics import moving_average
 
 
@@ -100,15 +100,6 @@ def summarise(config: BenchConfig,
     return rows
 
 
-def _fmt(value: float | None, ci: float | None = None, digits: int = 1) -> str:
-    if value is None or not np.isfinite(value):
-        return "–"
-    text = f"{value:.{digits}f}"
-    if ci is not None and np.isfinite(ci):
-        text += f" ± {ci:.{digits}f}"
-    return text
-
-
 SETTING_TEXT = {
     "all": "every node follows the policy",
     "focal": f"node_0 follows it, the others are fixed at J = {FOCAL_COMPANION_J}",
@@ -135,13 +126,14 @@ def format_markdown(rows: Sequence[Row], config: BenchConfig) -> str:
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in (r for r in rows if r.setting == setting):
             best = " (best fixed)" if r.policy == r.best_fixed else ""
-            lines.append(
-                f"| {r.policy}{best} | {_fmt(r.cumulative, r.cumulative_ci)} "
-                f"| {_fmt(r.vs_best_fixed, r.vs_best_fixed_ci)} | {_fmt(r.final_reward, None, 3)}"
-                f" | {_fmt(r.generated, None, 1)} | {_fmt(r.reward_per_1k, None, 2)} "
-                f"| {_fmt(r.per_1k_vs_best_fixed, r.per_1k_vs_best_fixed_ci, 2)} "
-                f"| {_fmt(r.mean_j, None, 2)} | {_fmt(r.swarm_cumulative)} "
-                f"| {_fmt(r.worst_node)} |")
+            cells = [format_value(r.cumulative, r.cumulative_ci),
+                     format_value(r.vs_best_fixed, r.vs_best_fixed_ci),
+                     format_value(r.final_reward, None, 3), format_value(r.generated, None, 1),
+                     format_value(r.reward_per_1k, None, 2),
+                     format_value(r.per_1k_vs_best_fixed, r.per_1k_vs_best_fixed_ci, 2),
+                     format_value(r.mean_j, None, 2), format_value(r.swarm_cumulative),
+                     format_value(r.worst_node)]
+            lines.append(f"| {r.policy}{best} | " + " | ".join(cells) + " |")
     lines += ["", verdict(rows, config)]
     return "\n".join(lines) + "\n"
 

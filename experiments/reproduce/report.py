@@ -97,7 +97,8 @@ def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) ->
     return rows
 
 
-def _fmt(value: float | None, ci: float | None = None, digits: int = 1) -> str:
+def format_value(value: float | None, ci: float | None = None, digits: int = 1) -> str:
+    """A table cell: the value, '± ci' when there is one, '–' for none."""
     if value is None or not np.isfinite(value):
         return "–"
     text = f"{value:.{digits}f}"
@@ -129,11 +130,12 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.experiment} | {r.local} | {r.external} | {_fmt(r.cumulative, r.cumulative_ci)}"
-            f" | {_fmt(r.ratio, r.ratio_ci, 2)} | {_fmt(r.paper, None, 2)} "
-            f"| {_fmt(r.paper_ratio, None, 2)} | {_fmt(r.generated, None, 0)} "
-            f"| {_fmt(r.reward_per_1k, None, 2)} | {_fmt(r.final_reward, None, 3)} "
-            f"| {_fmt(r.held_out, None, 3)} |")
+            f"| {r.experiment} | {r.local} | {r.external} "
+            f"| {format_value(r.cumulative, r.cumulative_ci)} "
+            f"| {format_value(r.ratio, r.ratio_ci, 2)} | {format_value(r.paper, None, 2)} "
+            f"| {format_value(r.paper_ratio, None, 2)} | {format_value(r.generated, None, 0)} "
+            f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
+            f"| {format_value(r.held_out, None, 3)} |")
     lines += ["", verdict(rows, config)]
     return "\n".join(lines) + "\n"
 
