@@ -101,3 +101,30 @@ def test_quick_cli_in_worker_processes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "too short to conclude anything" in out and "| thompson |" in out
     assert (tmp_path / "num_external.png").stat().st_size > 0
+
+
+def row(policy, adaptive, diff, diff_ci, d1k, d1k_ci):
+    from experiments.bench_ratio.report import Row
+
+    return Row(setting="all", policy=policy, adaptive=adaptive, seeds=3, cumulative=100.0,
+               cumulative_ci=5.0, best_fixed="fixed-4", vs_best_fixed=diff,
+               vs_best_fixed_ci=diff_ci, final_reward=0.5, generated=32.0, reward_per_1k=10.0,
+               per_1k_vs_best_fixed=d1k, per_1k_vs_best_fixed_ci=d1k_ci, mean_j=4.0,
+               swarm_cumulative=100.0, worst_node=80.0)
+
+
+def test_verdict_separates_wins_efficiency_and_nothing():
+    from experiments.bench_ratio.report import verdict
+
+    config = BenchConfig(seeds=3)
+    best = row("fixed-4", False, None, None, None, None)
+    cheap_fixed = row("fixed-7", False, -3.0, 10.0, 5.0, 1.0)  # efficient, loss not significant
+    costly_fixed = row("fixed-2", False, -30.0, 10.0, -2.0, 1.0)
+    nothing = verdict([best, costly_fixed, row("exp3", True, -5.0, 4.0, 3.0, 4.0)], config)
+    assert nothing.startswith("**No adaptive policy beats the best fixed ratio**")
+    win = verdict([best, row("exp3", True, 12.0, 4.0, 0.0, 1.0)], config)
+    assert "Beats the best fixed ratio" in win and "exp3 in all (+12.0 over fixed-4)" in win
+    efficient = verdict([best, cheap_fixed, costly_fixed,
+                         row("thompson", True, -1.0, 2.0, 2.5, 1.0)], config)
+    assert "thompson in all (+2.50 per 1k over fixed-4; so do the fixed fixed-7)" in efficient
+    assert "too short" in verdict([best], BenchConfig(quick=True))

@@ -115,6 +115,9 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
     files[-1].write_text(json.dumps({
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(), "wall_seconds": round(seconds, 1), "jobs": jobs,
+        # the runs' own time, kept across resumes (wall_seconds counts only this call)
+        "run_seconds_total": round(sum(r["meta"]["seconds"] for rs in runs.values()
+                                       for r in rs), 1),
         "settings": settings_dict(config), "rows": [asdict(r) for r in rows],
     }, indent=2, default=str) + "\n")
     return BenchResult(config, rows, files, seconds)
