@@ -131,7 +131,7 @@ def spec_of(label: str) -> PolicySpec:
                          "fixed-J")
     return _fixed(int(j))
 
-FULL = {"rounds": 750, "seeds": 3}
+FULL = {"rounds": 600, "seeds": 3}
 QUICK = {"rounds": 40, "seeds": 2}
 
 
@@ -153,7 +153,7 @@ class BenchConfig:
     base_seed: int = 0
     """Root of every seed (the env and learner seeds are ``sapo-env reproduce``'s)."""
     rounds: int | None = None
-    """Rounds per run (None: 750, quick 40)."""
+    """Rounds per run (None: 600, quick 40)."""
     n_agents: int = 8
     """Nodes per swarm (at least 2; the mixed setting needs 2 or more)."""
     learner: AgentFactory = learners.simulated_learners
