@@ -5,6 +5,8 @@
                                                         the two question protocols
     sapo-env reproduce [--quick] [--seeds S] [--jobs J] the paper's table and figures
     sapo-env bench-ratio [--quick] [--sb3-model PATH]   adaptive I:J policies vs fixed ratios
+    sapo-env format-propagation [--quick] [--seeds S]   does the <answer> format spread among
+                                                        SmolLM2 LoRA nodes? (CPU, ~2 hours)
     sapo-env --version
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in
@@ -58,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "seeds: a table and a figure (experiments.bench_ratio)")
     bench_ratio.add_arguments(bench_parser)
     bench_parser.set_defaults(handler=bench_ratio.run_from_args)
+
+    from experiments.format_propagation import cli as format_propagation
+
+    format_parser = commands.add_parser(
+        "format-propagation", help="SmolLM2 LoRA nodes isolated, sharing, with a scripted "
+                                   "demonstrator and after it leaves: does the <answer> format "
+                                   "spread? (experiments.format_propagation)")
+    format_propagation.add_arguments(format_parser)
+    format_parser.set_defaults(handler=format_propagation.run_from_args)
     return parser
 
 

@@ -1,0 +1,159 @@
+"""The experiment's table (markdown) and figure: tag use, strict reward and lenient accuracy of
+the LM nodes over rounds, per condition."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.format_propagation.config import BY_NAME, FormatConfig
+from experiments.reproduce.report import format_value, mean_ci
+
+LAST = 10  #: rounds at the end over which the table averages
+FIRST = 5  #: rounds at the start
+TARGET = 0.8  #: the tag-use level the issue's goal names
+
+
+def lm_curve(run: dict[str, Any], metric: str) -> np.ndarray:
+    """(rounds,) mean over the LM nodes of one run (the demonstrator excluded)."""
+    return np.nanmean(run[metric][:, : run["meta"]["lm_nodes"]], axis=1)
+
+
+def first_round_at(curve: np.ndarray, level: float = TARGET) -> int | None:
+    """The first round at which a curve reaches ``level``, or None."""
+    hits = np.flatnonzero(curve >= level)
+    return int(hits[0]) if hits.size else None
+
+
+@dataclass
+class Row:
+    """One line of the table: LM nodes only, mean and 95% CI over seeds."""
+
+    condition: str
+    seeds: int
+    tag_first: tuple[float, float]
+    tag_last: tuple[float, float]
+    reward_last: tuple[float, float]
+    lenient_last: tuple[float, float]
+    rounds_to_target: list[int | None]  #: per seed: first round with tag use >= 80%
+    informative_external: float  #: external groups with gradient per node and round
+    seconds_per_round: float
+
+
+def over_seeds(rs: Sequence[dict[str, Any]], metric: str, part: slice) -> tuple[float, float]:
+    """Mean and 95% CI over seeds of the LM nodes' mean of ``metric`` over rounds ``part``."""
+    return mean_ci([float(np.mean(lm_curve(r, metric)[part])) for r in rs])
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
+    rows = []
+    for label, rs in runs.items():
+        rows.append(Row(
+            condition=label, seeds=len(rs), tag_first=over_seeds(rs, "tag_use", slice(0, FIRST)),
+            tag_last=over_seeds(rs, "tag_use", slice(-LAST, None)),
+            reward_last=over_seeds(rs, "reward", slice(-LAST, None)),
+            lenient_last=over_seeds(rs, "lenient_accuracy", slice(-LAST, None)),
+            rounds_to_target=[first_round_at(lm_curve(r, "tag_use")) for r in rs],
+            informative_external=float(np.mean([lm_curve(r, "informative_external").mean()
+                                                for r in rs])),
+            seconds_per_round=float(np.mean([r["round_seconds"].mean() for r in rs])),
+        ))
+    return rows
+
+
+def format_markdown(rows: Sequence[Row], config: FormatConfig) -> str:
+    seeds = f"{config.seeds} seed{'s' if config.seeds != 1 else ''}"
+    lines = [
+        f"LM nodes only ({config.lm_nodes} x {config.model_name()}, a LoRA swarm, lr "
+        f"{config.learning_rate:g}), {config.rounds} rounds, B={config.questions} questions of "
+        f"L={config.completions} completions of at most {config.max_new_tokens} tokens; mean ± "
+        f"95% CI over {seeds}. Tag use: share of completions with a non-empty "
+        f"<answer></answer>; strict reward: the env's (tag required); lenient accuracy: "
+        f"answers read without requiring the tag. Demonstrator: accuracy "
+        f"{config.demo_accuracy:g}, tag probability {config.demo_tag_probability:g}; it leaves "
+        f"(publishes nothing) from round {config.first_absent_round} in the last condition. "
+        f"Rounds to {TARGET:.0%}: first round at which the LM nodes' mean tag use reached it, "
+        "per seed (– never). Ext. informative: external groups with gradient in a node's "
+        "training set per round.",
+        "",
+        f"| condition | tag use, first {FIRST} | tag use, last {LAST} | strict reward, last "
+        f"{LAST} | lenient accuracy, last {LAST} | rounds to {TARGET:.0%} tag use | ext. "
+        "informative | s / round |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        reached = ", ".join("–" if k is None else str(k) for k in r.rounds_to_target)
+        lines.append(
+            f"| {r.condition} | {format_value(*r.tag_first, 2)} | {format_value(*r.tag_last, 2)} "
+            f"| {format_value(*r.reward_last, 3)} | {format_value(*r.lenient_last, 3)} "
+            f"| {reached} | {format_value(r.informative_external, None, 2)} "
+            f"| {format_value(r.seconds_per_round, None, 1)} |")
+    lines += ["", verdict(rows, config)]
+    return "\n".join(lines) + "\n"
+
+
+def verdict(rows: Sequence[Row], config: FormatConfig) -> str:
+    """The issue's goal, checked against the table."""
+    if config.quick:
+        return (f"**Quick run ({config.rounds} rounds): a smoke test of the pipeline, too short "
+                "to conclude anything.**")
+    by = {r.condition: r for r in rows}
+    checks = []
+    demo, iso = by.get("LM + demonstrator"), by.get("isolated")
+    if demo is not None:
+        ok = all(k is not None and k < 30 for k in demo.rounds_to_target)
+        checks.append(f"with the demonstrator, tag use reached {TARGET:.0%} within 30 rounds in "
+                      f"every seed: {'yes' if ok else 'no'}")
+    if demo is not None and iso is not None:
+        clear = demo.reward_last[0] - demo.reward_last[1] > iso.reward_last[0] + iso.reward_last[1]
+        checks.append(f"strict reward over the last {LAST} rounds clearly above isolated "
+                      f"(CIs apart): {'yes' if clear else 'no'} "
+                      f"({demo.reward_last[0]:.3f} vs {iso.reward_last[0]:.3f})")
+    if iso is not None:
+        checks.append(f"isolated tag use below 5%: {'yes' if iso.tag_last[0] < 0.05 else 'no'}")
+    leaves = by.get("demonstrator leaves")
+    if leaves is not None:
+        checks.append(f"after the demonstrator left, tag use over the last {LAST} rounds above "
+                      f"{TARGET:.0%}: {'yes' if leaves.tag_last[0] > TARGET else 'no'}")
+    return "Goal (issue 11): " + "; ".join(checks) + "." if checks else ""
+
+
+def plot_figure(config: FormatConfig, runs: dict[str, list[dict[str, Any]]]) -> Path:
+    """Tag use, strict reward and lenient accuracy over rounds, a line per condition (mean over
+    LM nodes and seeds; thin lines: single seeds)."""
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise ImportError("the figure needs matplotlib: pip install 'sapo-env[plot]'") from error
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("tag_use", "tag use"), ("reward", "strict reward"),
+              ("lenient_accuracy", "lenient accuracy"))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharex=True)
+    for ax, (metric, title) in zip(axes, panels):
+        for label, rs in runs.items():
+            curves = np.array([lm_curve(r, metric) for r in rs])
+            (line,) = ax.plot(curves.mean(axis=0), lw=1.8, label=label)
+            for c in curves if len(curves) > 1 else ():
+                ax.plot(c, lw=0.6, alpha=0.35, color=line.get_color())
+            if BY_NAME[label].leaves:
+                ax.axvline(config.first_absent_round - 0.5, color=line.get_color(), ls=":",
+                           lw=1)
+        ax.set_title(title)
+        ax.set_xlabel("round")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Format propagation: {config.lm_nodes} x {config.model_name()} LoRA nodes "
+                 f"(mean over nodes and {config.seeds} seed(s); dotted: demonstrator leaves)",
+                 fontsize=10)
+    fig.tight_layout()
+    path = Path(config.out) / "format_propagation.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,99 @@
+"""The whole experiment: every condition under every seed, one run after another, resumable;
+then the table, the figure and a summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from experiments.format_propagation.config import FormatConfig, RunSpec
+from experiments.format_propagation.report import Row, format_markdown, plot_figure, summarise
+from experiments.format_propagation.run import finished, load_run, run_one
+from experiments.reproduce.sweep import machine_description
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FormatResult:
+    config: FormatConfig
+    rows: list[Row]
+    runs: dict[str, list[dict[str, Any]]]  #: condition -> per-seed run arrays
+    files: list[Path]
+    seconds: float
+
+    @property
+    def table_markdown(self) -> str:
+        return format_markdown(self.rows, self.config)
+
+
+def jobs_for(config: FormatConfig) -> int:
+    """Runs at once: ``config.jobs``, else one per CPU core, or 1 on a GPU (one device)."""
+    if config.jobs is not None:
+        return config.jobs
+    from agents.models import resolve_device
+
+    return 1 if resolve_device(config.device).type != "cpu" else (os.cpu_count() or 1)
+
+
+def format_propagation(config: FormatConfig | None = None) -> FormatResult:
+    """Run (or resume) every run and write ``results.md``, the figure and ``summary.json``.
+
+    Runs go ``jobs_for(config)`` at a time in worker processes (one thread each by default),
+    or one after another in this process when that is 1.
+    """
+    config = config or FormatConfig()
+    started = time.perf_counter()
+    out = Path(config.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = [RunSpec(c, s, config) for c in config.conditions for s in range(config.seeds)]
+    todo = [s for s in specs if not (config.resume and finished(s))]
+    if len(todo) < len(specs):
+        logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
+    jobs = min(jobs_for(config), max(len(todo), 1))
+    if jobs == 1:
+        for spec in todo:
+            run_one(spec)
+    else:
+        # one thread per run unless told otherwise: each process keeps a core busy
+        per_run = dataclasses.replace(config, threads=config.threads or
+                                      max(1, (os.cpu_count() or 1) // jobs))
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(run_one, RunSpec(s.condition, s.seed_index, per_run))
+                       for s in todo]
+            for future in as_completed(futures):
+                future.result()
+
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in config.conditions}
+    for spec in specs:
+        runs[spec.condition].append(load_run(spec.path))
+    rows = summarise(runs)
+    files = [out / "results.md"]
+    files[0].write_text(format_markdown(rows, config))
+    if config.plots:
+        files.append(plot_figure(config, runs))
+    seconds = time.perf_counter() - started
+    summary = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "wall_seconds": round(seconds, 1),
+        "jobs": jobs,
+        "run_seconds": {spec.name: round(runs[spec.condition][spec.seed_index]["meta"]
+                                         ["seconds"], 1) for spec in specs},
+        "settings": {f.name: (getattr(config, f.name) if f.name != "model"
+                              else config.model_name())
+                     for f in dataclasses.fields(config)},
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
+    files.append(out / "summary.json")
+    files[-1].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return FormatResult(config, rows, runs, files, seconds)
