@@ -11,7 +11,7 @@ import experiments.reproduce as rp
 from experiments.bench_ratio import BenchConfig, RunSpec, bench, run_one
 from experiments.bench_ratio import cli as bench_cli
 from experiments.bench_ratio.report import _per_seed
-from experiments.reproduce.sweep import load_run
+from experiments.run_files import load_run
 
 TINY = dict(rounds=12, seeds=2, n_agents=4, jobs=1, progress=False, plots=False)
 

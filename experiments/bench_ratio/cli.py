@@ -15,6 +15,7 @@ from experiments.bench_ratio.config import (
     BenchConfig,
 )
 from experiments.bench_ratio.sweep import BenchResult, bench
+from experiments.console import print_result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -65,10 +66,7 @@ def run_from_args(args: argparse.Namespace) -> BenchResult:
     except ValueError as error:
         raise SystemExit(f"sapo-env bench-ratio: {error}") from None
     result = bench(config)
-    print(result.table_markdown)
-    print(f"Wrote {len(result.files)} files to {config.out} in {result.seconds:.0f} s:")
-    for path in result.files:
-        print(f"  {path}")
+    print_result(result, config.out)
     return result
 
 

@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 from experiments.bench_ratio.config import BenchConfig, RunSpec, settings_dict, spec_of
 from experiments.bench_ratio.report import Row, format_markdown, plot_num_external, summarise
 from experiments.reproduce.config import seeds_of
-from experiments.reproduce.sweep import load_run, machine_description
+from experiments.reproduce.sweep import machine_description
+from experiments.run_files import is_finished, load_run, save_run
 
 
 def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -49,21 +50,9 @@ def run_one(spec: RunSpec) -> Path:
     meta = {"key": spec.key(), "policy": spec.policy, "setting": spec.setting,
             "seed_index": spec.seed_index, "env_seed": env_seed,
             "seconds": time.perf_counter() - started, "roles": roles}
-    spec.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = spec.path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), rewards=history.rewards,
-                        num_external=history.num_external, generated=history.generated,
-                        uses_policy=np.array([roles[a] == spec.policy for a in names]))
-    os.replace(tmp, spec.path)  # atomic: an interrupted benchmark never leaves half a run
-    return spec.path
-
-
-def _finished(spec: RunSpec) -> bool:
-    try:
-        with np.load(spec.path, allow_pickle=False) as data:
-            return json.loads(str(data["meta"]))["key"] == spec.key()
-    except (OSError, ValueError, KeyError):
-        return False
+    return save_run(spec.path, meta, rewards=history.rewards,
+                    num_external=history.num_external, generated=history.generated,
+                    uses_policy=np.array([roles[a] == spec.policy for a in names]))
 
 
 @dataclass
@@ -85,7 +74,7 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
     out = Path(config.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     specs = config.specs()
-    todo = [s for s in specs if not (config.resume and _finished(s))]
+    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="runs", unit="run",
                disable=not config.progress)

@@ -71,8 +71,9 @@ from experiments.format_propagation.metrics import (
     round_metrics,
     tag_use,
 )
-from experiments.format_propagation.run import StopsPublishing, build_agents, load_run, run_one
+from experiments.format_propagation.run import StopsPublishing, build_agents, run_one
 from experiments.format_propagation.sweep import FormatResult, format_propagation
+from experiments.run_files import load_run
 
 __all__ = [
     "BY_NAME",

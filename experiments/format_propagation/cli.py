@@ -7,6 +7,7 @@ import argparse
 import logging
 from collections.abc import Sequence
 
+from experiments.console import print_result
 from experiments.format_propagation.config import CONDITIONS, FULL, QUICK, FormatConfig
 from experiments.format_propagation.sweep import FormatResult, format_propagation
 
@@ -78,12 +79,7 @@ def run_from_args(args: argparse.Namespace) -> FormatResult:
     except ValueError as error:
         raise SystemExit(f"sapo-env format-propagation: {error}") from None
     result = format_propagation(config)
-    print(result.table_markdown)
-    print(f"Wrote {len(result.files)} files to {config.out} in {result.seconds:.0f} s:")
-    for path in result.files:
-        print(f"  {path}")
-    if config.tensorboard:
-        print(f"TensorBoard: tensorboard --logdir {config.out / 'tensorboard'}")
+    print_result(result, config.out, tensorboard=config.tensorboard)
     return result
 
 

@@ -6,9 +6,7 @@ need each round's questions, which the observations *before* the step hold.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -21,6 +19,7 @@ from tqdm.auto import tqdm
 from experiments.format_propagation.config import BY_NAME, Condition, FormatConfig, RunSpec
 from experiments.format_propagation.metrics import METRICS, round_metrics
 from experiments.reproduce.config import seeds_of
+from experiments.run_files import is_finished, save_run
 from sapo_env.tensorboard import TensorBoardCallback
 
 logger = logging.getLogger(__name__)
@@ -143,28 +142,10 @@ def run_one(spec: RunSpec) -> Path:
             "env_seed": env_seed, "seconds": float(round_seconds.sum()), "agents": list(names),
             "lm_nodes": config.lm_nodes, "leave_round": (config.first_absent_round
                                                          if condition.leaves else None)}
-    spec.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = spec.path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), round_seconds=round_seconds,
-                        samples=np.asarray(samples, dtype=str), **arrays)
-    os.replace(tmp, spec.path)  # atomic: an interrupted sweep never leaves half a run behind
-    return spec.path
-
-
-def load_run(path: Path) -> dict[str, Any]:
-    """A saved run's arrays, with ``meta`` decoded."""
-    with np.load(path, allow_pickle=False) as data:
-        run = {k: data[k] for k in data.files}
-    run["meta"] = json.loads(str(run["meta"]))
-    return run
+    return save_run(spec.path, meta, round_seconds=round_seconds,
+                    samples=np.asarray(samples, dtype=str), **arrays)
 
 
 def finished(spec: RunSpec) -> bool:
     """Whether ``spec`` has a saved run made with the same settings."""
-    if not spec.path.exists():
-        return False
-    try:
-        with np.load(spec.path, allow_pickle=False) as data:
-            return json.loads(str(data["meta"]))["key"] == spec.key()
-    except (OSError, ValueError, KeyError):
-        return False
+    return is_finished(spec.path, spec.key())

@@ -17,8 +17,9 @@ from typing import Any
 
 from experiments.format_propagation.config import FormatConfig, RunSpec
 from experiments.format_propagation.report import Row, format_markdown, plot_figure, summarise
-from experiments.format_propagation.run import finished, load_run, run_one
+from experiments.format_propagation.run import finished, run_one
 from experiments.reproduce.sweep import machine_description
+from experiments.run_files import load_run
 
 logger = logging.getLogger(__name__)
 

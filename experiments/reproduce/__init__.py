@@ -62,7 +62,8 @@ from experiments.reproduce.config import (
     seeds_of,
 )
 from experiments.reproduce.report import Row, mean_ci, smoothing_window, verdict
-from experiments.reproduce.sweep import ReproduceResult, load_run, reproduce, run_one
+from experiments.reproduce.sweep import ReproduceResult, reproduce, run_one
+from experiments.run_files import load_run
 
 __all__ = [
     "BY_LABEL",

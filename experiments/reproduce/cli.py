@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from experiments import learners
+from experiments.console import print_result
 from experiments.reproduce.config import EXPERIMENTS, FULL, QUICK, ReproduceConfig
 from experiments.reproduce.sweep import ReproduceResult, reproduce
 
@@ -101,12 +102,7 @@ def run_from_args(args: argparse.Namespace) -> ReproduceResult:
     except ValueError as error:
         raise SystemExit(f"sapo-env reproduce: {error}") from None
     result = reproduce(config)
-    print(result.table_markdown)
-    print(f"Wrote {len(result.files)} files to {config.out} in {result.seconds:.0f} s:")
-    for path in result.files:
-        print(f"  {path}")
-    if config.tensorboard:
-        print(f"TensorBoard: tensorboard --logdir {config.out / 'tensorboard'}")
+    print_result(result, config.out, tensorboard=config.tensorboard)
     return result
 
 

@@ -23,6 +23,7 @@ from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
 from experiments.reproduce.figures import plot_figures
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
+from experiments.run_files import is_finished, load_run, save_run
 
 logger = logging.getLogger(__name__)
 
@@ -88,28 +89,7 @@ def run_one(spec: RunSpec) -> Path:
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
     meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
             "env_seed": env_seed, "seconds": seconds, "agents": list(history.agents)}
-    spec.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = spec.path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
-    os.replace(tmp, spec.path)  # atomic: an interrupted sweep never leaves half a run behind
-    return spec.path
-
-
-def load_run(path: Path) -> dict[str, Any]:
-    with np.load(path, allow_pickle=False) as data:
-        run = {k: data[k] for k in data.files}
-    run["meta"] = json.loads(str(run["meta"]))
-    return run
-
-
-def _finished(spec: RunSpec) -> bool:
-    if not spec.path.exists():
-        return False
-    try:
-        with np.load(spec.path, allow_pickle=False) as data:  # the metadata only
-            return json.loads(str(data["meta"]))["key"] == spec.key()
-    except (OSError, ValueError, KeyError):
-        return False
+    return save_run(spec.path, meta, **arrays)
 
 
 def machine_description() -> str:
@@ -125,7 +105,7 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     out = Path(config.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     specs = [RunSpec(e, s, config) for e in config.experiments for s in range(config.seeds)]
-    todo = [s for s in specs if not (config.resume and _finished(s))]
+    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))

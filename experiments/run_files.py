@@ -1,0 +1,45 @@
+"""One run's arrays on disk, shared by the harnesses (reproduce, bench-ratio,
+format-propagation): written atomically, read back, recognised when resuming.
+
+A run file is a compressed ``.npz`` holding the run's arrays and ``meta``, a JSON object whose
+``key`` digests every setting that determines the run's outcome: a file whose key matches the
+run asked for is that run, finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def save_run(path: Path, meta: Mapping[str, Any], **arrays: Any) -> Path:
+    """Write ``meta`` (JSON-serialisable, with its ``key``) and ``arrays`` to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, meta=np.asarray(json.dumps(dict(meta))), **arrays)
+    os.replace(tmp, path)  # atomic: an interrupted sweep never leaves half a run behind
+    return path
+
+
+def load_run(path: Path) -> dict[str, Any]:
+    """A saved run's arrays, with ``meta`` decoded."""
+    with np.load(path, allow_pickle=False) as data:
+        run = {k: data[k] for k in data.files}
+    run["meta"] = json.loads(str(run["meta"]))
+    return run
+
+
+def is_finished(path: Path, key: str) -> bool:
+    """Whether ``path`` holds a run made with the settings that ``key`` digests."""
+    if not path.exists():
+        return False
+    try:
+        with np.load(path, allow_pickle=False) as data:  # the metadata only
+            return json.loads(str(data["meta"]))["key"] == key
+    except (OSError, ValueError, KeyError):
+        return False
