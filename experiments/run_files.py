@@ -1,5 +1,6 @@
 """One run's arrays on disk, shared by the harnesses (reproduce, bench-ratio,
-format-propagation): written atomically, read back, recognised when resuming.
+format-propagation): written atomically, read back, recognised when resuming; and running
+the runs (``run_all``).
 
 A run file is a compressed ``.npz`` holding the run's arrays and ``meta``, a JSON object whose
 ``key`` digests every setting that determines the run's outcome: a file whose key matches the
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 
 def save_run(path: Path, meta: Mapping[str, Any], **arrays: Any) -> Path:
@@ -43,3 +47,24 @@ def is_finished(path: Path, key: str) -> bool:
             return json.loads(str(data["meta"]))["key"] == key
     except (OSError, ValueError, KeyError):
         return False
+
+
+def run_all(run_one: Callable[[Any], Any], todo: Sequence[Any], done: int, jobs: int,
+            progress: bool) -> None:
+    """``run_one(spec)`` for every spec of ``todo``, in this process when ``jobs`` <= 1, else in
+    ``jobs`` worker processes started fresh ("spawn": no state or threads inherited), with a
+    progress bar over ``done + len(todo)`` runs. ``run_one`` and the specs must pickle."""
+    bar = tqdm(total=done + len(todo), initial=done, desc="runs", unit="run",
+               disable=not progress)
+    try:
+        if jobs <= 1:
+            for spec in todo:
+                run_one(spec)
+                bar.update()
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                for future in as_completed([pool.submit(run_one, spec) for spec in todo]):
+                    future.result()
+                    bar.update()
+    finally:
+        bar.close()

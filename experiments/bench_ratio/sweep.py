@@ -7,20 +7,17 @@ import datetime as _dt
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from experiments.bench_ratio.config import BenchConfig, RunSpec, settings_dict, spec_of
 from experiments.bench_ratio.report import Row, format_markdown, plot_num_external, summarise
 from experiments.reproduce.config import seeds_of
 from experiments.reproduce.sweep import machine_description
-from experiments.run_files import is_finished, load_run, save_run
+from experiments.run_files import is_finished, load_run, run_all, save_run
 
 
 def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -76,21 +73,7 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
     specs = config.specs()
     todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="runs", unit="run",
-               disable=not config.progress)
-    try:
-        if jobs <= 1:
-            for spec in todo:
-                run_one(spec)
-                bar.update()
-        else:
-            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-                futures = [pool.submit(run_one, spec) for spec in todo]
-                for future in as_completed(futures):
-                    future.result()
-                    bar.update()
-    finally:
-        bar.close()
+    run_all(run_one, todo, len(specs) - len(todo), jobs, config.progress)
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for spec in specs:
         runs.setdefault((spec.setting, spec.policy), []).append(load_run(spec.path))

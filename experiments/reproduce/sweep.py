@@ -10,20 +10,17 @@ import os
 import platform
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
 from experiments.reproduce.figures import plot_figures
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
-from experiments.run_files import is_finished, load_run, save_run
+from experiments.run_files import is_finished, load_run, run_all, save_run
 
 logger = logging.getLogger(__name__)
 
@@ -109,22 +106,9 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc="runs", unit="run",
-               disable=not config.progress)
-    try:
-        if jobs <= 1 or config.learner == "grpo":  # GPU models stay in one process
-            for spec in todo:
-                run_one(spec)
-                bar.update()
-        else:
-            # separate processes, started fresh ("spawn"): no state or threads inherited
-            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-                futures = {pool.submit(run_one, spec): spec for spec in todo}
-                for future in as_completed(futures):
-                    future.result()
-                    bar.update()
-    finally:
-        bar.close()
+    # GPU models stay in one process
+    run_all(run_one, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
+            config.progress)
 
     runs: dict[str, list[dict[str, Any]]] = {e: [] for e in config.experiments}
     for spec in specs:  # experiment by experiment, seeds in order
