@@ -9,9 +9,7 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from experiments.format_propagation.config import FormatConfig, RunSpec
 from experiments.format_propagation.report import Row, format_markdown, plot_figure, summarise
 from experiments.format_propagation.run import finished, run_one
 from experiments.reproduce.sweep import machine_description
-from experiments.run_files import load_run
+from experiments.run_files import load_run, run_all
 
 logger = logging.getLogger(__name__)
 
@@ -61,18 +59,13 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(jobs_for(config), max(len(todo), 1))
-    if jobs == 1:
-        for spec in todo:
-            run_one(spec)
-    else:
+    if jobs > 1:
         # one thread per run unless told otherwise: each process keeps a core busy
         per_run = dataclasses.replace(config, threads=config.threads or
                                       max(1, (os.cpu_count() or 1) // jobs))
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(run_one, RunSpec(s.condition, s.seed_index, per_run))
-                       for s in todo]
-            for future in as_completed(futures):
-                future.result()
+        todo = [RunSpec(s.condition, s.seed_index, per_run) for s in todo]
+    # each run shows its own bar of rounds, so no bar over the runs
+    run_all(run_one, todo, len(specs) - len(todo), jobs, progress=False)
 
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in config.conditions}
     for spec in specs:
