@@ -249,3 +249,25 @@ def test_example_runs_on_smollm2():
                           "--rounds", "1", "--threads", "1"], capture_output=True, text=True,
                          check=True, timeout=300).stdout
     assert "round   0 | node_0 tags" in out and "node_1 tags" in out
+
+
+def test_verdict_separates_seeds_where_two_seed_intervals_cannot():
+    """With 2 seeds a 95% t interval is ~13 standard errors wide: the verdict also asks whether
+    every demonstrator seed beats every isolated seed, and says no when one does not."""
+    from experiments.format_propagation.report import Row, verdict
+
+    def row(condition, rewards, tag=0.9):
+        mean = float(np.mean(rewards))
+        return Row(condition=condition, seeds=2, tag_first=(0.0, 0.0), tag_last=(tag, 0.1),
+                   reward_last=(mean, 1.0), reward_last_seeds=list(rewards),
+                   lenient_last=(mean, 1.0), rounds_to_target=[10, 12],
+                   informative_external=1.0, seconds_per_round=1.0)
+
+    config = FormatConfig()
+    iso = row("isolated", [0.0, 0.0], tag=0.0)
+    apart = verdict([iso, row("LM + demonstrator", [0.08, 0.21])], config)
+    assert "every seed above every isolated seed: yes (0.080, 0.210 vs 0.000, 0.000)" in apart
+    assert "95% CIs apart: no" in apart
+    overlap = verdict([row("isolated", [0.0, 0.1], tag=0.0), row("LM + demonstrator", [0.05, 0.3])],
+                      config)
+    assert "every seed above every isolated seed: no" in overlap

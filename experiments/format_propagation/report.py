@@ -38,15 +38,21 @@ class Row:
     tag_first: tuple[float, float]
     tag_last: tuple[float, float]
     reward_last: tuple[float, float]
+    reward_last_seeds: list[float]  #: per seed: the LM nodes' strict reward, last rounds
     lenient_last: tuple[float, float]
     rounds_to_target: list[int | None]  #: per seed: first round with tag use >= 80%
     informative_external: float  #: external groups with gradient per node and round
     seconds_per_round: float
 
 
+def per_seed(rs: Sequence[dict[str, Any]], metric: str, part: slice) -> list[float]:
+    """Per seed, the LM nodes' mean of ``metric`` over rounds ``part``."""
+    return [float(np.mean(lm_curve(r, metric)[part])) for r in rs]
+
+
 def over_seeds(rs: Sequence[dict[str, Any]], metric: str, part: slice) -> tuple[float, float]:
-    """Mean and 95% CI over seeds of the LM nodes' mean of ``metric`` over rounds ``part``."""
-    return mean_ci([float(np.mean(lm_curve(r, metric)[part])) for r in rs])
+    """Mean and 95% CI over seeds of :func:`per_seed`."""
+    return mean_ci(per_seed(rs, metric, part))
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
@@ -56,6 +62,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
             condition=label, seeds=len(rs), tag_first=over_seeds(rs, "tag_use", slice(0, FIRST)),
             tag_last=over_seeds(rs, "tag_use", slice(-LAST, None)),
             reward_last=over_seeds(rs, "reward", slice(-LAST, None)),
+            reward_last_seeds=per_seed(rs, "reward", slice(-LAST, None)),
             lenient_last=over_seeds(rs, "lenient_accuracy", slice(-LAST, None)),
             rounds_to_target=[first_round_at(lm_curve(r, "tag_use")) for r in rs],
             informative_external=float(np.mean([lm_curve(r, "informative_external").mean()
@@ -109,10 +116,15 @@ def verdict(rows: Sequence[Row], config: FormatConfig) -> str:
         checks.append(f"with the demonstrator, tag use reached {TARGET:.0%} within 30 rounds in "
                       f"every seed: {'yes' if ok else 'no'}")
     if demo is not None and iso is not None:
-        clear = demo.reward_last[0] - demo.reward_last[1] > iso.reward_last[0] + iso.reward_last[1]
-        checks.append(f"strict reward over the last {LAST} rounds clearly above isolated "
-                      f"(CIs apart): {'yes' if clear else 'no'} "
-                      f"({demo.reward_last[0]:.3f} vs {iso.reward_last[0]:.3f})")
+        # With 2 seeds a t interval is ~13 standard errors wide, so "CIs apart" can hardly
+        # hold; every demonstrator seed above every isolated seed is the test that can.
+        apart = min(demo.reward_last_seeds) > max(iso.reward_last_seeds)
+        cis = demo.reward_last[0] - demo.reward_last[1] > iso.reward_last[0] + iso.reward_last[1]
+        seeds = ", ".join(f"{v:.3f}" for v in demo.reward_last_seeds)
+        iso_seeds = ", ".join(f"{v:.3f}" for v in iso.reward_last_seeds)
+        checks.append(f"strict reward over the last {LAST} rounds clearly above isolated: every "
+                      f"seed above every isolated seed: {'yes' if apart else 'no'} ({seeds} vs "
+                      f"{iso_seeds}), 95% CIs apart: {'yes' if cis else 'no'}")
     if iso is not None:
         checks.append(f"isolated tag use below 5%: {'yes' if iso.tag_last[0] < 0.05 else 'no'}")
     leaves = by.get("demonstrator leaves")
