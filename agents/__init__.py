@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from agents.adversarial import AdversarialAgent, adversarial_swarm
 from agents.demonstrator import DemonstratorAgent
 from agents.random_agent import RandomAgent
 from agents.ratio import (
@@ -35,9 +36,10 @@ _LAZY = {
 # the `lm` extra's packages (pyproject.toml)
 _LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
 
-__all__ = ["EXP3", "DemonstratorAgent", "DiscountedUCB", "FixedRatio", "LearningProgress",
-           "PoolQuality", "RandomAgent", "RatioFeatures", "SB3Ratio", "SimulatedLearner",
-           "SimulatedLearnerConfig", "ThompsonSampling", "simulated_swarm", *_LAZY]
+__all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
+           "LearningProgress", "PoolQuality", "RandomAgent", "RatioFeatures", "SB3Ratio",
+           "SimulatedLearner", "SimulatedLearnerConfig", "ThompsonSampling",
+           "adversarial_swarm", "simulated_swarm", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from agents.plain_state import PlainState
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation
 from sapo_env.validation import check_fits_budget, check_int
@@ -28,7 +29,7 @@ from sapo_env.validation import check_fits_budget, check_int
 WRONG_ANSWER = "I do not know"
 
 
-class DemonstratorAgent:
+class DemonstratorAgent(PlainState):
     """A non-learning node answering correctly with probability ``accuracy``.
 
     Args:
@@ -40,7 +41,11 @@ class DemonstratorAgent:
             ``<answer>`` tags (:meth:`completion`); otherwise it is plain text
             (:meth:`untagged_completion`). At 1 (the default) no draw is made for it, so the
             random stream, and every completion, is the same as without the option.
+
+    ``state_dict()`` / ``load_state_dict(state)``: its generator's state (``agents.plain_state``).
     """
+
+    _state_fields = ("rng",)
 
     def __init__(self, accuracy: float = 1.0, num_external: int = 4, seed: int | None = 0,
                  tag_probability: float = 1.0):

@@ -24,10 +24,12 @@ node of a ``sapo_env`` swarm:
     ``ratio_mean``, ``kl`` (the last three averaged over the tokens trained on), ``grad_norm``
     (before clipping), ``tokens`` (completion tokens trained on), ``normalizer`` (the loss's
     denominator), ``truncated`` (completions that did not end), ``groups`` (trained on),
-    ``skipped_groups`` (no forward pass) and ``seconds``.
+    ``skipped_groups`` (no forward pass), ``rejected_completions`` (external completions that
+    ``min_external_logprob`` dropped, :mod:`agents.received_logprob`) and ``seconds``.
 ``save(path)`` / ``load(path)``
     weights (or the LoRA adapter), optimizer state and random state: a loaded agent continues
-    exactly as the saved one would have.
+    exactly as the saved one would have. ``save(path, optimizer=False)`` is lighter and not
+    exact (sizes: :mod:`agents.checkpoints`).
 
 ``model`` is a Hugging Face id or path, a loaded ``PreTrainedModel`` (the agent then owns it
 and trains it in place) or ``"smollm2-135m"`` (offline, see :mod:`agents.models`). Many agents
@@ -92,6 +94,7 @@ from agents.models import (
     resolve_device,
     resolve_dtype,
 )
+from agents.received_logprob import screen_external
 from agents.torch_rng import TorchRNG
 from sapo_env.validation import check_int
 
@@ -305,6 +308,7 @@ class GRPOAgent:
         """One GRPO update (``num_iterations`` optimizer steps) on the env's training set."""
         start = time.perf_counter()
         cfg = self.config
+        batch, rejected = screen_external(self, batch)  # min_external_logprob, when set
         data = training_set(batch, self.encode_group, cfg)
         trained_tokens = float(sum(len(row.completion) for row in data.rows))
         metrics = {
@@ -314,6 +318,7 @@ class GRPOAgent:
                                 else data.sequences),
             "truncated": float(data.truncated), "groups": float(data.groups),
             "skipped_groups": float(len(batch) - data.groups), "seconds": 0.0,
+            "rejected_completions": float(rejected),
         }
         if not data.rows:
             metrics["seconds"] = time.perf_counter() - start
@@ -372,13 +377,18 @@ class GRPOAgent:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def save(self, path: str | Path) -> None:
-        """Weights (or adapter), optimizer and random state into directory ``path``."""
+    def save(self, path: str | Path, optimizer: bool = True) -> None:
+        """Weights (or adapter), random state and the optimizer's state into directory ``path``.
+
+        ``optimizer=False`` leaves out Adam's moments (twice the trainable weights: about a
+        gigabyte of a full SmolLM2-135M node's 1.6 GB; :mod:`agents.checkpoints`): a lighter
+        save whose ``load`` restarts the moments from zero, so training does not resume bit
+        for bit."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         save_weights(self.model, self.adapter_name, path)
         state = {
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": self.optimizer.state_dict() if optimizer else None,
             "rng": self.rng.state_dict(),
             "joint_rng": None if self.joint_actor is None else self.joint_actor.rng.state_dict(),
             "steps": self.steps,
@@ -395,7 +405,10 @@ class GRPOAgent:
         # Checkpoints written before groups carried their system prompt also hold a
         # "system_prompt" entry; nothing reads it any more.
         state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if state["optimizer"] is None:  # a light save: Adam starts again from zero
+            self.optimizer.state.clear()
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.rng.load_state_dict(state["rng"])
         if self.joint_actor is not None and state.get("joint_rng") is not None:
             self.joint_actor.rng.load_state_dict(state["joint_rng"])

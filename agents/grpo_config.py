@@ -78,6 +78,16 @@ class GRPOConfig:
     num_iterations: int = 1
     """Optimizer steps on each batch (GRPO's mu). With 1 the ratio is exactly 1 and clipping
     never binds; more reuses the batch and makes the clip matter."""
+    min_external_logprob: float | None = None
+    """Drop an external completion whose mean token log-probability under this node's current
+    policy is below this, before the step (None: keep all; own groups are never checked). The
+    defense of "Hail to the Thief" (arXiv 2511.09780) against poisoned completions, which are
+    correct but carry an injected behaviour: the study stopped up to 100% of its attacks
+    (attack success up to 100% within 50 iterations without it) when every node trains the
+    same model. Costs a forward pass per external completion; in a heterogeneous swarm it
+    drops honest text from other models too. No recommended value: measure what your own
+    samples score (:func:`agents.received_logprob.completion_logprobs`) and stay below it.
+    Off by default."""
 
     # --- optimizer (Adam) ---
     learning_rate: float = 1e-6
@@ -149,6 +159,11 @@ class GRPOConfig:
         for flag in ("count_zero_advantage_groups", "mask_truncated_completions"):
             need(isinstance(getattr(self, flag), bool), flag, "a bool")
         check_int("num_iterations", self.num_iterations, 1)
+        need(self.min_external_logprob is None or (
+            isinstance(self.min_external_logprob, (int, float))
+            and not isinstance(self.min_external_logprob, bool)
+            and self.min_external_logprob <= 0), "min_external_logprob",
+             "None or a log-probability <= 0")
         need(self.learning_rate >= 0, "learning_rate", ">= 0")
         need(0 <= self.adam_beta1 < 1, "adam_beta1", "in [0, 1)")
         need(0 <= self.adam_beta2 < 1, "adam_beta2", "in [0, 1)")

@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from agents.plain_state import PlainState
 from sapo_env.spaces import SAMPLE_CHARSET
 from sapo_env.types import Action, Group, Observation
 from sapo_env.validation import check_fits_budget, check_int
 
 
-class RandomAgent:
+class RandomAgent(PlainState):
     """Answers every question with random text (which simply scores 0) and never learns.
 
     Args:
@@ -19,7 +20,11 @@ class RandomAgent:
             ``train_budget`` (I+J).
         max_chars: longest random completion (lengths are uniform in 0..max_chars).
         seed: seed of its own generator.
+
+    ``state_dict()`` / ``load_state_dict(state)``: its generator's state (``agents.plain_state``).
     """
+
+    _state_fields = ("rng",)
 
     def __init__(self, num_external: int = 4, max_chars: int = 64, seed: int | None = 0):
         check_int("num_external", num_external, 0)

@@ -57,7 +57,8 @@ difficulty). It has no tokens, so sequence length, credit assignment inside a co
 clipping and KL have no analogue; by default learning from another node's text is only as hard
 as parsing it (``off_policy_power`` is a one-number stand-in for a real model finding external
 text improbable), and nothing is forgotten except through the gradient (``forget_rate`` is a
-one-number stand-in for forgetting). Strategies are a handful of named options shared by all
+one-number stand-in for forgetting). It picks up a poisoner's injected line the way it adopts a
+strategy it reads (:mod:`agents.injection`). Strategies are a handful of named options shared by all
 nodes, not open-ended skills. Fitted to two numbers of one paper run, it reproduces those two
 by construction and says nothing more about language models than its predictions of the others
 show.
@@ -82,6 +83,8 @@ from typing import Any
 
 import numpy as np
 
+from agents import injection
+from agents.plain_state import PlainState
 from agents.simulated_config import SimulatedLearnerConfig
 from agents.simulated_text import (
     FORMATS,
@@ -92,6 +95,8 @@ from agents.simulated_text import (
 )
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Group, Observation, QuestionRef
+
+_SKILL = ("logits", "known", "start")  # the arrays of a task skill, as saved
 
 
 @dataclass
@@ -122,7 +127,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-x))
 
 
-class SimulatedLearner:
+class SimulatedLearner(PlainState):
     """A simulated SAPO node: latent answer-format and strategy skills, learned by re-encoding.
 
     Args:
@@ -135,6 +140,9 @@ class SimulatedLearner:
     batch's completions), and the skills: ``tag_prob``, ``expected_quality`` (mean over tasks
     seen of the right-answer probability under the strategy policy), ``known_strategies`` and
     ``strategy_<name>`` (probability of each strategy, mean over tasks seen).
+
+    ``state_dict()`` / ``load_state_dict(state)``: its skills and random state as plain data
+    (a learner built with the same config continues exactly where the saved one was).
     """
 
     def __init__(
@@ -159,6 +167,7 @@ class SimulatedLearner:
         self.skills: dict[str, _TaskSkill] = {}
         self._act_round = -1
         self._act_calls = 0
+        self.behaviour_logit = -math.inf  # the injected line (agents.injection): never read
 
     # --- skills ------------------------------------------------------------------------------
     def skill(self, task: str) -> _TaskSkill:
@@ -174,6 +183,31 @@ class SimulatedLearner:
     def format_probs(self) -> np.ndarray:
         z = np.exp(self.format_logits - self.format_logits.max())
         return z / z.sum()
+
+    # --- checkpoints -------------------------------------------------------------------------
+    _state_fields = ("lr", "format_logits", "_format_start", "_skill_rng", "_act_seq",
+                     "_act_round", "_act_calls", "behaviour_logit")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the learner has learned or drawn, as plain, picklable data."""
+        return super().state_dict() | {"skills": {t: {k: getattr(s, k).copy() for k in _SKILL}
+                                                  for t, s in self.skills.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`; ``ValueError`` naming the field, and nothing
+        changed, when it does not fit."""
+        saved = state.get("skills") if isinstance(state, Mapping) else None
+        shape = (len(STRATEGIES),)
+        if not isinstance(saved, Mapping) or not all(
+                isinstance(s, Mapping) and set(s) == set(_SKILL)
+                and all(np.shape(s[k]) == shape for k in _SKILL) for s in saved.values()):
+            raise ValueError(f"SimulatedLearner state['skills'] must map tasks to dicts of "
+                             f"arrays {list(_SKILL)} of shape {shape}, got {saved!r:.80}")
+        skills = {t: _TaskSkill(np.array(s["logits"], dtype=float),
+                                np.array(s["known"], dtype=bool), np.array(s["start"], dtype=float))
+                  for t, s in saved.items()}
+        super().load_state_dict({k: v for k, v in state.items() if k != "skills"})
+        self.skills = skills
 
     # --- acting ------------------------------------------------------------------------------
     def _rng_for(self, round_: int) -> np.random.Generator:
@@ -230,7 +264,7 @@ class SimulatedLearner:
                 for f, s, ok, w in zip(formats[k], strategies[k], right[k], wrong_u[k])
             ))
         return {
-            "completions": tuple(completions),
+            "completions": injection.write(completions, self.behaviour_logit, rng),
             "num_external": min(self.config.num_external, budget),
         }
 
@@ -238,6 +272,7 @@ class SimulatedLearner:
     def learn(self, batch: Sequence[Group]) -> dict[str, float] | None:
         if not batch:
             return None
+        batch = injection.screen(self, batch)  # min_external_logprob, when set
         c = self.config
         if c.forget_rate > 0.0:
             # a group without "local" came from the caller's own hands: count it as practice
@@ -302,6 +337,7 @@ class SimulatedLearner:
             # unknown strategies have probability 0 and no advantage: their logits stay put
             grad = adv_arr - adv_arr.sum() * probs
             np.clip(skill.logits + step * grad, -clip, clip, out=skill.logits)
+        self.behaviour_logit = injection.learn(self.behaviour_logit, batch, self.lr, c)
         return self.metrics() | {
             "loss": surrogate * norm,
             "readable_fraction": n_readable * norm,

@@ -75,6 +75,14 @@ class SimulatedLearnerConfig:
     groups are on-policy samples and keep weight 1. 0 (the default; not part of the
     calibration) weighs external text like own text."""
 
+    min_external_logprob: float | None = None
+    """Drop an external completion whose mean log-probability per choice (answer format,
+    strategy, the injected line or its absence) under the node's current policy is below this
+    (None: keep all): the analogue of the log-probability check of "Hail to the Thief"
+    (arXiv 2511.09780) against poisoned completions (:mod:`agents.injection`). The injected
+    line has probability 0 until adopted, so any finite value stops it; a strategy the node
+    does not know has its exploration probability. Off by default."""
+
     # --- sampling choice ---------------------------------------------------------------------
     num_external: int = 0
     """J: external groups the node asks for every round (clipped to the env's train budget)."""
@@ -110,4 +118,9 @@ class SimulatedLearnerConfig:
             raise ValueError(f"forget_rate must be in [0, 1], got {self.forget_rate!r}")
         if not self.off_policy_power >= 0.0:
             raise ValueError(f"off_policy_power must be >= 0, got {self.off_policy_power!r}")
+        threshold = self.min_external_logprob
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(
+                threshold, (int, float)) or not threshold <= 0.0):
+            raise ValueError(f"min_external_logprob must be None or a log-probability <= 0, "
+                             f"got {self.min_external_logprob!r}")
         check_int("num_external", self.num_external, 0)

@@ -5,6 +5,7 @@
                                                         the two question protocols
     sapo-env reproduce [--quick] [--seeds S] [--jobs J] the paper's table and figures
     sapo-env bench-ratio [--quick] [--sb3-model PATH]   adaptive I:J policies vs fixed ratios
+    sapo-env attack [--quick] [--attacks A ...]         hostile nodes vs defenses (simulated)
     sapo-env format-propagation [--quick] [--seeds S]   does the <answer> format spread among
                                                         SmolLM2 LoRA nodes? (CPU, ~2 hours)
     sapo-env --version
@@ -60,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "seeds: a table and a figure (experiments.bench_ratio)")
     bench_ratio.add_arguments(bench_parser)
     bench_parser.set_defaults(handler=bench_ratio.run_from_args)
+
+    from experiments.attack import cli as attack
+
+    attack_parser = commands.add_parser(
+        "attack", help="hostile nodes (forged packets, spam, garbage, wrong answers, free "
+                       "riders, poison) against the defenses, with simulated learners: a "
+                       "table and a figure (experiments.attack)")
+    attack.add_arguments(attack_parser)
+    attack_parser.set_defaults(handler=attack.run_from_args)
 
     from experiments.format_propagation import cli as format_propagation
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from sapo_env.checkpoint import Checkpoint
 from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
 from sapo_env.runner import Callback, History, RatioPolicy, RoundRecord, play_round, run
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
@@ -17,6 +18,7 @@ __version__ = "0.3.0"
 __all__ = [
     "PAPER_TASKS",
     "Callback",
+    "Checkpoint",
     "History",
     "RatioPolicy",
     "RoundRecord",

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from reasoning_gym.utils import extract_answer
-
 AnswerExtractor = Callable[[str], "str | None"]
 
 _ANSWER_PHRASE = re.compile(
@@ -26,6 +24,21 @@ _ANSWER_PHRASE = re.compile(
 )
 # Decoration a model puts around a final answer that is not part of it.
 _DECORATION = " \t*`$.\"'"
+
+
+def extract_answer(completion: str) -> str | None:
+    """reasoning-gym's ``extract_answer``: the text of the last ``<answer>…</answer>`` pair
+    (each ``<answer>`` closed by the first ``</answer>`` after it, pairs taken left to right),
+    stripped; the same result in linear time. Its regex rescans the rest of the text from every
+    unclosed ``<answer>``: 2,000 of them cost half a second per completion."""
+    found, start = None, completion.find("<answer>")
+    while start != -1:
+        end = completion.find("</answer>", start + 8)
+        if end == -1:
+            break
+        found = (start + 8, end)
+        start = completion.find("<answer>", end + 9)
+    return None if found is None else completion[found[0]:found[1]].strip()
 
 
 def extract_tag(completion: str) -> str | None:

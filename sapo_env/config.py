@@ -25,13 +25,15 @@ import reasoning_gym
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
+from sapo_env.adversaries import TRANSPORT_ATTACKS, TransportAttack
 from sapo_env.answers import EXTRACTORS, AnswerExtractor
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
+from sapo_env.scoring_guard import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIME_LIMIT, ScoringLimits
 from sapo_env.validation import check_int
 
 FilterName = Literal["zero_advantage", "none"]
-SamplingName = Literal["uniform"]
+SamplingName = Literal["uniform", "reputation"]
 AnswerFormatName = Literal["tag", "lenient"]
 ExternalSource = Literal["swarm", "self_replay"]
 
@@ -168,6 +170,19 @@ class SwarmConfig:
     """Added to the group's reward standard deviation when normalising advantages."""
     max_completion_chars: int = 16384
     """Longest completion accepted, in characters (longer is an input error, not a truncation)."""
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
+    """Longest extracted answer that is scored, in characters: a longer one scores 0 without
+    being parsed and counts in ``infos[node]["scoring_failures"]["too_long"]``. The default,
+    2048, is about ten times the longest honest answer of the paper's nine tasks (binary_matrix
+    at n = 10: 199); raise it for tasks with longer answers (at reasoning-gym's default configs
+    tower_of_hanoi reaches 4063 characters, palindrome_partitioning 6608)."""
+    score_time_limit: float | None = DEFAULT_TIME_LIMIT
+    """Seconds one completion's extraction and scoring may take before it is interrupted; it
+    then scores 0 and counts in ``infos[node]["scoring_failures"]["timeout"]`` (None: no limit).
+    The default, 1.0, is about four times the slowest honest score of any reasoning-gym task
+    (intermediate_integration, 0.24 s; the paper's nine take under 5 ms). Enforced with SIGALRM
+    in the main thread on POSIX only (see ``sapo_env.scoring_guard``); a run whose scoring hits
+    it depends on the machine's speed, so it is no longer reproducible from its seed."""
 
     # --- training set ------------------------------------------------------------------------
     train_budget: int = 8
@@ -189,8 +204,10 @@ class SwarmConfig:
     ``"self_replay"`` (the node's own groups of earlier rounds inside the pool window: the
     control that separates sharing from reuse)."""
     external_sampling: SamplingName | ExternalSampler = "uniform"
-    """How J groups are drawn from the candidates: ``"uniform"`` without replacement, or
-    ``sampler(candidates, k, rng) -> chosen``."""
+    """How J groups are drawn from the candidates: ``"uniform"`` without replacement,
+    ``"reputation"`` in proportion to their source's reputation (the share of what it published
+    that was accepted, new and informative: a defense against hostile nodes,
+    :mod:`sapo_env.reputation`), or ``sampler(candidates, k, rng) -> chosen``."""
 
     # --- shared pool -------------------------------------------------------------------------
     pool_window: int = 1
@@ -198,6 +215,23 @@ class SwarmConfig:
     pool_capacity: int | None = None
     """Most groups the pool holds; the oldest are evicted first. None: no bound beyond the
     window."""
+
+    # --- hostile nodes and defenses (README "Hostile nodes") ------------------------------
+    adversaries: Mapping[str, TransportAttack] | None = None
+    """Nodes whose published groups are forged on the way to the pool, as a node building its
+    own packets could send them: node -> ``"forge_rewards"``, ``"forge_metadata"`` or
+    ``"duplicate_spam"`` (:mod:`sapo_env.adversaries`; ``adversaries.assign(n, 0.3, attack)``
+    names the last 30% of the nodes). Attacks made of text alone are agents
+    (``agents.adversarial``)."""
+    verify_packets: bool = True
+    """Re-derive every published group's question and answer from its ``ref``, re-score its
+    completions, and drop it if anything differs or if its source already published that
+    question (:mod:`sapo_env.packets`); infos count the drops (``rejected_groups``). Only
+    forged packets ever fail: groups the env built itself pass by construction."""
+    max_external_per_source: int | None = None
+    """At most this many external groups from one source in a node's training set (None: no
+    cap): bounds what any one node, spammer or poisoner, can put in another's batch. Works
+    with the ``"uniform"`` and ``"reputation"`` samplers."""
 
     def __post_init__(self) -> None:
         check_int("n_agents", self.n_agents, 1)
@@ -207,6 +241,12 @@ class SwarmConfig:
         check_int("completions_per_question", self.completions_per_question, 1)
         check_int("train_budget", self.train_budget, 0)
         check_int("max_completion_chars", self.max_completion_chars, 1)
+        check_int("max_answer_chars", self.max_answer_chars, 1)
+        limit = self.score_time_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                                  or not math.isfinite(limit) or limit <= 0):
+            raise ValueError(f"score_time_limit must be None or a number of seconds > 0, "
+                             f"got {limit!r}")
         check_int("pool_window", self.pool_window, 1)
         if self.pool_capacity is not None:
             check_int("pool_capacity", self.pool_capacity, 1)
@@ -239,7 +279,8 @@ class SwarmConfig:
                 {k: _coerce_tasks(v, f"node_tasks[{k!r}]") for k, v in self.node_tasks.items()},
             )
         _check_choice("filter", self.filter, tuple(FILTERS))
-        _check_choice("external_sampling", self.external_sampling, tuple(SAMPLERS))
+        _check_choice("external_sampling", self.external_sampling,
+                      (*SAMPLERS, "reputation"))
         _check_choice("answer_format", self.answer_format, tuple(EXTRACTORS))
         if self.external_source not in ("swarm", "self_replay"):
             raise ValueError(
@@ -250,11 +291,32 @@ class SwarmConfig:
                 "pool_window must be >= 2 when external_source='self_replay' (self-replay draws "
                 f"from the node's own groups of earlier rounds), got {self.pool_window}"
             )
-        for name in ("filter_local", "shared_questions"):
+        self._check_defenses()
+        for name in ("filter_local", "shared_questions", "verify_packets"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.system_prompt, str):
             raise ValueError(f"system_prompt must be a str, got {type(self.system_prompt)}")
+
+    def _check_defenses(self) -> None:
+        if self.adversaries is not None:
+            if not isinstance(self.adversaries, Mapping):
+                raise ValueError(f"adversaries must be a mapping node -> attack, got "
+                                 f"{self.adversaries!r}")
+            unknown = sorted(set(self.adversaries) - set(self.agent_names), key=str)
+            attacks = sorted(set(map(str, self.adversaries.values())) - set(TRANSPORT_ATTACKS))
+            if unknown or attacks:
+                raise ValueError(
+                    f"adversaries: unknown nodes {unknown} (expected node_0..node_"
+                    f"{self.n_agents - 1}) or attacks {attacks} (expected one of "
+                    f"{sorted(TRANSPORT_ATTACKS)})")
+            object.__setattr__(self, "adversaries", dict(self.adversaries))
+        if self.max_external_per_source is not None:
+            check_int("max_external_per_source", self.max_external_per_source, 1)
+            if callable(self.external_sampling):
+                raise ValueError("max_external_per_source works with external_sampling "
+                                 "'uniform' or 'reputation', not a custom sampler (cap "
+                                 "inside the sampler instead)")
 
     def _check_num_external(self) -> None:
         value = self.num_external
@@ -277,6 +339,11 @@ class SwarmConfig:
     @property
     def agent_names(self) -> tuple[str, ...]:
         return tuple(f"node_{i}" for i in range(self.n_agents))
+
+    @property
+    def scoring_limits(self) -> ScoringLimits:
+        """The limits every completion is scored under (``sapo_env.scoring_guard``)."""
+        return ScoringLimits(self.max_answer_chars, self.score_time_limit)
 
     @property
     def paper_protocol(self) -> bool:

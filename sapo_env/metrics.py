@@ -366,6 +366,19 @@ class HeldOutEvaluator(Callback):
         if (record.round + 1) % self.every == 0:
             self._evaluate(record.round)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The scores so far, for a run's checkpoint (``sapo_env.Checkpoint``)."""
+        result = self.result or HeldOutResult((), [], [])
+        return {"rounds": list(result.rounds), "scores": [list(s) for s in result.scores],
+                "last_round": self._last_round}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (after ``on_run_start``, as the runner does)."""
+        if self.result is None:
+            raise RuntimeError("HeldOutEvaluator.load_state_dict() before on_run_start()")
+        self.result.rounds[:], self.result.scores[:] = state["rounds"], state["scores"]
+        self._last_round = int(state["last_round"])
+
     def on_run_end(self, history: History) -> None:
         if self.result is not None and self._last_round >= 0 and (
                 not self.result.rounds or self.result.rounds[-1] != self._last_round):

@@ -13,12 +13,17 @@ swarm holds 4096 groups a round).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
 from sapo_env.types import Group
+
+# Keys every group record has (``sapo_env.types.Group``; ``local`` only inside a batch).
+GROUP_KEYS = frozenset(("id", "source", "round", "task", "question", "system_prompt", "answer",
+                        "ref", "completions", "rewards", "advantages"))
 
 
 class _Runs:
@@ -78,6 +83,9 @@ class SharedPool:
         entries += [(g, bool(self._keep(g)), float(g["rewards"].mean())) for g in groups]
         if self.capacity is not None and len(entries) > self.capacity:
             entries = entries[len(entries) - self.capacity:]
+        self._set(entries)
+
+    def _set(self, entries: list[tuple[Group, bool, float]]) -> None:
         self._entries = entries
         self._all = _Runs(tuple(g for g, _, _ in entries), [r for _, _, r in entries])
         passing = [(g, r) for g, keep, r in entries if keep]
@@ -89,6 +97,25 @@ class SharedPool:
 
     def restore(self, state: tuple) -> None:
         self._entries, self._all, self._passing = state
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pool as plain data: its groups, oldest first, and whether each passed the filter
+        on entry. The groups are the pool's own read-only records: do not modify them."""
+        return {"groups": [g for g, _, _ in self._entries],
+                "passes_filter": [keep for _, keep, _ in self._entries]}
+
+    def load_state_dict(self, state: Mapping[str, Any], where: str = "pool") -> None:
+        """Hold exactly the groups of a :meth:`state_dict` (copies, with read-only arrays).
+        A malformed state raises ``ValueError`` naming ``where`` and changes nothing."""
+        if not isinstance(state, Mapping) or set(state) != {"groups", "passes_filter"}:
+            raise ValueError(f"{where}: expected a dict with keys 'groups' and 'passes_filter' "
+                             f"(SharedPool.state_dict), got {_describe(state)}")
+        groups, passes = state["groups"], state["passes_filter"]
+        if not isinstance(groups, (list, tuple)) or not isinstance(passes, (list, tuple)) \
+                or len(groups) != len(passes) or not all(isinstance(k, bool) for k in passes):
+            raise ValueError(f"{where}: expected a list of groups and a list of as many bools")
+        restored = [restore_group(g, f"{where}['groups'][{i}]") for i, g in enumerate(groups)]
+        self._set([(g, keep, float(g["rewards"].mean())) for g, keep in zip(restored, passes)])
 
     @property
     def groups(self) -> tuple[Group, ...]:
@@ -115,3 +142,33 @@ class SharedPool:
         runs = self._passing if filtered else self._all
         count = runs.count_without(node)
         return runs.reward_sum_without(node) / count if count else None
+
+
+def restore_group(group: Any, where: str) -> Group:
+    """A group record from plain data (a checkpoint): checked, copied, its completions a tuple of
+    str and its rewards and advantages float32 arrays of the same length, read-only as the env's
+    own are. ``ValueError`` naming ``where`` when it is not a group."""
+    if not isinstance(group, Mapping) or not GROUP_KEYS <= set(group):
+        missing = sorted(GROUP_KEYS - set(group)) if isinstance(group, Mapping) else None
+        raise ValueError(f"{where}: expected a group (a dict with keys {sorted(GROUP_KEYS)}), "
+                         f"got {type(group).__name__}" + (f" missing {missing}" if missing else ""))
+    completions = group["completions"]
+    if not isinstance(completions, (tuple, list)) or not all(isinstance(c, str)
+                                                             for c in completions):
+        raise ValueError(f"{where}: completions must be a tuple of str")
+    arrays = {}
+    for key in ("rewards", "advantages"):
+        value = group[key]
+        if not isinstance(value, np.ndarray) or value.shape != (len(completions),):
+            raise ValueError(f"{where}: {key} must be an array of shape ({len(completions)},) "
+                             f"(one per completion), got {_describe(value)}")
+        arrays[key] = np.array(value, dtype=np.float32)
+        arrays[key].flags.writeable = False
+    return {**group, "completions": tuple(completions), **arrays}
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return f"a dict with keys {sorted(map(str, value))}"
+    shape = getattr(value, "shape", None)
+    return f"{type(value).__name__} of shape {shape}" if shape is not None else type(value).__name__

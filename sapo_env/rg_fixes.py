@@ -8,6 +8,8 @@ scores) and only removes a failure:
   paper's config allows it) the gcd is ~1e18 and generating one question takes hours. The
   replacement factorises with sympy (a reasoning-gym dependency) and returns the same list in
   the same order, in about a millisecond.
+- Scorers that execute answer text (``eval``, sympy's ``parse_expr``) read it with parsers that
+  evaluate nothing: ``sapo_env.safe_scorers``, installed by ``apply`` too.
 
 (Generator items that raise are handled where questions are drawn: ``sapo_env.tasks``.)
 """
@@ -18,6 +20,8 @@ import math
 
 import reasoning_gym.arithmetic.basic_arithmetic as basic_arithmetic
 from sympy import divisors
+
+from sapo_env import safe_scorers
 
 
 def find_common_divisors(a: int, b: int) -> list[int]:
@@ -37,3 +41,4 @@ def find_common_divisors(a: int, b: int) -> list[int]:
 def apply() -> None:
     """Install the fixes (idempotent); ``add_terms`` looks the function up in its module."""
     basic_arithmetic.find_common_divisors = find_common_divisors
+    safe_scorers.apply()

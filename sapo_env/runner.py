@@ -48,6 +48,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from tqdm.auto import tqdm
 
+from sapo_env import checkpoint as checkpoints
+from sapo_env.checkpoint import Checkpoint
 from sapo_env.config import SwarmConfig
 from sapo_env.types import Action, Group, Observation
 
@@ -165,6 +167,7 @@ def run(
     progress: bool = True,
     seed: int | None = None,
     ratio_policies: Mapping[str, RatioPolicy] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> History:
     """Reset ``env`` and run ``rounds`` rounds (default: until every node is truncated).
 
@@ -172,7 +175,10 @@ def run(
     every node learns from the batch the env assembled for it. ``agents`` is a mapping node
     name -> agent, or a sequence in ``env.possible_agents`` order. ``seed`` is passed to
     ``env.reset``. ``ratio_policies`` maps some or all nodes to a ``RatioPolicy`` that chooses
-    their J in place of the agent (see the module docstring).
+    their J in place of the agent (see the module docstring). ``checkpoint``, a
+    ``Checkpoint(path, every=50)``, saves the run every ``every`` rounds and resumes it from
+    ``path`` when the file exists (:mod:`sapo_env.checkpoint`): the same ``History`` as
+    without the interruption, bit for bit.
     """
     agents = _by_name(env, agents)
     policies = dict(ratio_policies or {})
@@ -185,7 +191,17 @@ def run(
         raise TypeError(f"ratio_policies of {not_policies} need choose(observation) and "
                         "update(reward, info) (see sapo_env.RatioPolicy)")
     callbacks = list(callbacks)
-    observations, _ = env.reset(seed=seed)
+    identity = checkpoints.run_identity(seed, agents, policies)
+    saved = None
+    if checkpoint is not None:
+        checkpoints.require_state_dicts(agents, policies)
+        if checkpoint.resume and checkpoint.path.exists():
+            saved = checkpoints.read(checkpoint.path)
+            checkpoints.check(saved, checkpoint.path, identity)
+    if saved is None:
+        observations, _ = env.reset(seed=seed)
+    else:
+        observations, _ = env.reset(options={"state": saved["env"]})
     total = env.config.max_rounds if rounds is None else min(rounds, env.config.max_rounds)
     names = tuple(env.possible_agents)
     column = {a: i for i, a in enumerate(names)}
@@ -193,10 +209,14 @@ def run(
     num_external = np.full((total, len(names)), -1, dtype=np.int64)
     generated = np.zeros((total, len(names)), dtype=np.int64)
     history = History(names, env.config, rewards, num_external, generated)
+    start = 0 if saved is None else _resume_history(history, saved["history"], checkpoint.path)
     for callback in callbacks:
         callback.on_run_start(env, agents)
+    if saved is not None:
+        checkpoints.restore(saved, agents, policies, callbacks)
 
-    for t in tqdm(range(total), desc="rounds", disable=not progress, unit="round"):
+    for t in tqdm(range(start, total), desc="rounds", disable=not progress, unit="round",
+                  initial=start, total=total):
         if not env.agents:
             history.rewards, history.num_external = rewards[:t], num_external[:t]
             history.generated = generated[:t]
@@ -214,6 +234,9 @@ def run(
         history.learn_metrics.append(record.learn_metrics)
         for callback in callbacks:
             callback.on_round_end(record)
+        if checkpoint is not None and (t + 1) % checkpoint.every == 0:
+            checkpoints.write(checkpoint.path, checkpoints.capture(
+                env, agents, policies, callbacks, _history_so_far(history, t + 1), identity))
 
     for callback in callbacks:
         callback.on_run_end(history)
@@ -236,6 +259,26 @@ def play_round(
     observations, rewards, _, _, infos = env.step(actions)
     learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in rewards}
     return RoundRecord(round_, observations, actions, rewards, infos, learned)
+
+
+def _history_so_far(history: History, rounds: int) -> dict[str, Any]:
+    return {"rounds": rounds, "rewards": history.rewards[:rounds].copy(),
+            "num_external": history.num_external[:rounds].copy(),
+            "generated": history.generated[:rounds].copy(), "infos": list(history.infos),
+            "learn_metrics": list(history.learn_metrics)}
+
+
+def _resume_history(history: History, saved: Mapping[str, Any], path: Any) -> int:
+    """Fill ``history`` with a checkpoint's rounds; the number of rounds already played."""
+    rounds = saved["rounds"]
+    if rounds > len(history.rewards):
+        raise ValueError(f"{path} holds {rounds} rounds, more than the {len(history.rewards)} "
+                         "this run plays")
+    for key in ("rewards", "num_external", "generated"):
+        getattr(history, key)[:rounds] = saved[key]
+    history.infos[:] = saved["infos"]
+    history.learn_metrics[:] = saved["learn_metrics"]
+    return rounds
 
 
 def _by_name(env: Any, agents: Mapping[str, Agent] | Sequence[Agent]) -> dict[str, Agent]:

@@ -6,12 +6,16 @@ tests and new strategies can call them directly.
 - A *filter* decides whether a group may be trained on: ``filter(group) -> keep``.
 - A *sampler* draws the external groups: ``sampler(candidates, k, rng) -> chosen``, at most
   ``k`` distinct groups taken from ``candidates``.
+- ``sample_weighted`` draws with per-group weights (a source's reputation,
+  :mod:`sapo_env.reputation`) and at most ``max_per_source`` groups from one source
+  (``SwarmConfig.max_external_per_source``): the defenses against hostile nodes.
 - ``assemble_batch`` picks I local and J external groups and reports any shortfall; it never
   pads a short batch.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +52,37 @@ def sample_uniform(
     return [candidates[i] for i in chosen]
 
 
+def sample_weighted(
+    candidates: Sequence[Group], k: int, rng: np.random.Generator,
+    weights: np.ndarray | None = None, max_per_source: int | None = None,
+) -> list[Group]:
+    """At most ``k`` distinct groups, in pool order, drawn without replacement with
+    probability proportional to ``weights`` (None: equal; weight 0: never), taking at most
+    ``max_per_source`` groups from one source (None: no cap). Fewer than ``k`` when the
+    candidates with a positive weight, within the caps, run out.
+
+    Weighted sampling without replacement by Efraimidis and Spirakis' keys (2006): each group
+    draws ``u ** (1 / w)`` and the largest keys win, so a cap just skips a full source."""
+    n = len(candidates)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,) or not (np.isfinite(w).all() and (w >= 0).all()):
+        raise ValueError(f"weights must be {n} finite numbers >= 0 (one per candidate)")
+    with np.errstate(divide="ignore"):
+        keys = np.where(w > 0, np.log1p(-rng.random(n)) / np.where(w > 0, w, 1.0), -np.inf)
+    chosen, per_source = [], Counter()
+    for i in np.argsort(-keys, kind="stable"):
+        if len(chosen) == k or keys[i] == -np.inf:
+            break
+        source = candidates[i]["source"]
+        if max_per_source is None or per_source[source] < max_per_source:
+            per_source[source] += 1
+            chosen.append(i)
+    return [candidates[i] for i in sorted(chosen)]
+
+
 SAMPLERS: dict[str, ExternalSampler] = {"uniform": sample_uniform}
+"""Samplers by name. ``"reputation"`` (``SwarmConfig.external_sampling``) is ``sample_weighted``
+with the pool's source reputations, which the env computes each round."""
 
 
 def get_filter(spec: str | GroupFilter) -> GroupFilter:

@@ -42,6 +42,7 @@ Example::
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import gymnasium
@@ -50,13 +51,24 @@ import pettingzoo
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import parallel_to_aec, wrappers
 
-from sapo_env import spaces
+from sapo_env import env_state, spaces
 from sapo_env.actions import ParsedAction, parse_actions
+from sapo_env.adversaries import tamper
 from sapo_env.answers import get_extractor
 from sapo_env.config import SwarmConfig
+from sapo_env.packets import PacketVerifier
 from sapo_env.pool import SharedPool
+from sapo_env.reputation import group_weights, source_reputation
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
-from sapo_env.sampling import Assembly, assemble_batch, get_filter, get_sampler
+from sapo_env.sampling import (
+    Assembly,
+    ExternalSampler,
+    assemble_batch,
+    get_filter,
+    get_sampler,
+    sample_weighted,
+)
+from sapo_env.scoring_guard import no_failures
 from sapo_env.tasks import QuestionSource, reference_answer, score_completions
 from sapo_env.types import Group, Observation, make_observation
 
@@ -80,7 +92,9 @@ class SwarmEnv(ParallelEnv):
         self._action_spaces: dict[str, gymnasium.spaces.Dict] = {}
         self._extract = get_extractor(self.config.answer_format)
         self._keep = get_filter(self.config.filter)
-        self._sampler = get_sampler(self.config.external_sampling)
+        self._sampler = (None if self.config.external_sampling == "reputation"
+                         else get_sampler(self.config.external_sampling))
+        self._verifier = PacketVerifier(self.config) if self.config.verify_packets else None
         self._seed_sequence: np.random.SeedSequence | None = None
         self._questions: QuestionSource | None = None  # set by reset()
         self._last_round: tuple | None = None  # what render() describes
@@ -110,8 +124,20 @@ class SwarmEnv(ParallelEnv):
         self, seed: int | None = None, options: dict | None = None
     ) -> tuple[dict[str, Observation], dict[str, dict]]:
         """Start a run. ``seed`` fixes everything; without one, a reset continues from the last
-        seed's stream (a new, different run). ``options`` is accepted for API compatibility; the
-        env has no reset options."""
+        seed's stream (a new, different run).
+
+        ``options={"state": state}`` instead puts the env back in a state that
+        :meth:`state_dict` returned (here or in another process, after a pickle round trip)
+        and returns the observations of that moment; stepping on gives exactly what the env
+        that took the state gives. A state from another config, or malformed, raises
+        ``ValueError`` and leaves the env as it was (:mod:`sapo_env.env_state`). Other options
+        are ignored, as Gymnasium's envs do (PettingZoo's API test passes one)."""
+        if options and "state" in options:
+            if seed is not None:
+                raise ValueError(f"reset got seed={seed!r} and a state: the state holds its "
+                                 "own seed; give one of them")
+            env_state.restore(self, options["state"])
+            return self._observations(), {a: {} for a in self.agents}
         if seed is not None or self._seed_sequence is None:
             self._seed_sequence = np.random.SeedSequence(seed)
         question_seq, sampling_seq = self._seed_sequence.spawn(1)[0].spawn(2)
@@ -131,6 +157,11 @@ class SwarmEnv(ParallelEnv):
         self._last_round = None
         return self._observations(), {a: {} for a in self.agents}
 
+    def state_dict(self) -> dict[str, Any]:
+        """The env's full state as plain, picklable data, for ``reset(options={"state": ...})``
+        (:mod:`sapo_env.env_state` lists what it holds)."""
+        return env_state.capture(self)
+
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return."""
         if self._questions is None:
@@ -146,10 +177,10 @@ class SwarmEnv(ParallelEnv):
         # that raises: then the pools and sampling streams are put back as they were.
         saved = self._sharing_state()
         try:
-            self._pool.publish(self.round, [g for a in self.agents
-                                            for g, s in zip(groups[a], parsed[a].share) if s])
-            assemblies = {a: self._assemble(a, groups[a]) for a in self.agents}
-            infos = self._infos(groups, scores, flat, parsed, assemblies)
+            rejected = self._publish(groups, parsed)
+            sampler = self._external_sampler(rejected)
+            assemblies = {a: self._assemble(a, groups[a], sampler) for a in self.agents}
+            infos = self._infos(groups, scores, flat, parsed, assemblies, rejected)
             for a in self._replay:  # after assembly: a node replays only earlier rounds
                 self._replay[a].publish(self.round, groups[a])
         except BaseException:
@@ -194,10 +225,14 @@ class SwarmEnv(ParallelEnv):
         return self.config.external_source == "self_replay"
 
     def _score(self, parsed: dict[str, ParsedAction]) -> dict[str, np.ndarray]:
-        """Verifier scores of every completion: per node, shape (its questions, L)."""
+        """Verifier scores of every completion: per node, shape (its questions, L). Completions
+        whose scoring failed score 0 and are counted per node in ``_scoring_failures``."""
         L = self.config.completions_per_question
+        limits = self.config.scoring_limits
+        self._scoring_failures = {a: no_failures() for a in self.agents}  # read by _infos
         return {
-            a: np.array([score_completions(d, completions, self._extract)
+            a: np.array([score_completions(d, completions, self._extract, limits,
+                                           self._scoring_failures[a])
                          for d, completions in zip(self._drawn[a], parsed[a].completions)],
                         dtype=np.float32).reshape(len(self._drawn[a]), L)
             for a in self.agents
@@ -216,6 +251,30 @@ class SwarmEnv(ParallelEnv):
             row += len(groups[a])
         return groups
 
+    def _publish(self, groups: dict[str, list[Group]], parsed: dict[str, ParsedAction]
+                 ) -> Counter:
+        """Send the shared groups (forged on the way by adversaries), keep those that pass
+        verification, add them to the pool; the rejected groups counted by source."""
+        built = [g for a in self.agents for g, s in zip(groups[a], parsed[a].share) if s]
+        c = self.config
+        sent = tamper(built, c.adversaries, self._extract, c.advantage_eps)
+        rejected: Counter = Counter()
+        if self._verifier is not None:
+            staying = [g for g in self._pool.groups if g["round"] > self.round - c.pool_window]
+            sent, rejected = self._verifier.screen(sent, trusted=built, already=staying)
+        self._pool.publish(self.round, sent)
+        return rejected
+
+    def _external_sampler(self, rejected: Counter) -> ExternalSampler:
+        """This round's sampler: the config's, with reputations and per-source caps."""
+        cap = self.config.max_external_per_source
+        if self._sampler is None:  # "reputation": the pool's, after this round's publication
+            pool = self._pool.state_dict()
+            reputation = source_reputation(pool["groups"], pool["passes_filter"], rejected)
+            return lambda candidates, k, rng: sample_weighted(
+                candidates, k, rng, group_weights(candidates, reputation), cap)
+        return self._sampler if cap is None else partial(sample_weighted, max_per_source=cap)
+
     def _external_source(self, agent: str) -> tuple[SharedPool, str | None]:
         """Where ``agent``'s external groups come from: the shared pool without its own
         groups, or (self-replay) its own earlier groups, all of them."""
@@ -223,15 +282,16 @@ class SwarmEnv(ParallelEnv):
             return self._replay[agent], None
         return self._pool, agent
 
-    def _assemble(self, agent: str, own: list[Group]) -> Assembly:
+    def _assemble(self, agent: str, own: list[Group], sampler: ExternalSampler) -> Assembly:
         num_external = self._num_external[agent]
         local = [g for g in own if self._keep(g)] if self.config.filter_local else own
         pool, excluded = self._external_source(agent)
         candidates = pool.candidates_for(excluded)
         return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
-                              num_external, self._rngs[agent], self._sampler)
+                              num_external, self._rngs[agent], sampler)
 
-    def _infos(self, groups, scores, flat, parsed, assemblies) -> dict[str, dict[str, Any]]:
+    def _infos(self, groups, scores, flat, parsed, assemblies, rejected
+               ) -> dict[str, dict[str, Any]]:
         """Per-node facts of the round; deterministic values only (no timings)."""
         taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
@@ -262,6 +322,9 @@ class SwarmEnv(ParallelEnv):
                 "shared_groups": len(shared),
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
+                "scoring_failures": self._scoring_failures[a],
+                "rejected_groups": rejected[a],
+                "rejected_groups_swarm": sum(rejected.values()),
             }
         return infos
 

@@ -9,7 +9,9 @@ a ``ref`` from which anyone can re-derive it, and its answer, with reasoning-gym
     reasoning_gym.create_dataset(ref["task"], seed=ref["seed"], size=ref["index"] + 1,
                                  **ref["config"])[ref["index"]]
 
-Scoring is reasoning-gym's own ``score_answer`` for the task after answer extraction.
+Scoring is reasoning-gym's own ``score_answer`` for the task after answer extraction, with the
+scorers that would execute answer text made safe (``sapo_env.safe_scorers``) and every
+completion scored under ``sapo_env.scoring_guard`` (size and time limits, failures score 0).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from reasoning_gym.dataset import ProceduralDataset
 from sapo_env import rg_fixes
 from sapo_env.answers import AnswerExtractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
+from sapo_env.rng_state import generator_from_state, generator_state
+from sapo_env.scoring_guard import DEFAULT_LIMITS, ScoringLimits, guarded_scores
 from sapo_env.types import Question, QuestionRef
 
 logger = logging.getLogger(__name__)
@@ -106,13 +110,17 @@ class DrawnQuestion:
     entry: dict[str, Any]
     dataset: ProceduralDataset
 
-    def score(self, answers: Sequence[str | None]) -> np.ndarray:
-        """reasoning-gym scores of extracted answers, float32, clipped to [0, 1]."""
-        scores = np.fromiter(
-            (self.dataset.score_answer(answer, self.entry) for answer in answers),
-            dtype=np.float32,
-            count=len(answers),
-        )
+    def score(self, completions: Sequence[str], extract: AnswerExtractor,
+              limits: ScoringLimits = DEFAULT_LIMITS,
+              failures: dict[str, int] | None = None) -> np.ndarray:
+        """reasoning-gym scores of completions after answer extraction, float32 in [0, 1].
+
+        Completions are untrusted: one whose extraction or scoring fails, runs past the time
+        limit or whose answer is over the size limit scores 0 and is counted by reason in
+        ``failures`` (``sapo_env.scoring_guard``)."""
+        scores = guarded_scores(completions, extract,
+                                lambda answer: self.dataset.score_answer(answer, self.entry),
+                                limits, failures)
         return np.clip(scores, 0.0, 1.0, out=scores)
 
 
@@ -149,13 +157,40 @@ class QuestionStream:
             "seed": self.seed,
             "index": index,
         }
-        question: Question = {
-            "id": f"{self.spec.name}/{self.seed}/{index}",
-            "task": self.spec.name,
-            "prompt": entry["question"],
-            "ref": ref,
-        }
-        return DrawnQuestion(question, entry, self.dataset)
+        return DrawnQuestion(_question(ref, entry), entry, self.dataset)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream stands, as plain data."""
+        return {"task": self.spec.name, "seed": self.seed, "next_index": self.next_index}
+
+    @classmethod
+    def from_state_dict(cls, spec: TaskSpec, state: Any, where: str) -> QuestionStream:
+        """The stream of ``spec`` that ``state`` describes (``ValueError`` naming ``where``)."""
+        if not isinstance(state, Mapping) or set(state) != {"task", "seed", "next_index"}:
+            raise ValueError(f"{where}: expected a dict with keys 'task', 'seed', 'next_index' "
+                             f"(QuestionStream.state_dict), got {state!r:.80}")
+        if state["task"] != spec.name:
+            raise ValueError(f"{where}: is a stream of task {state['task']!r}, expected "
+                             f"{spec.name!r} (the config's task list)")
+        for key, top in (("seed", 2**62), ("next_index", MAX_QUESTIONS_PER_STREAM)):
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or not 0 <= value < top:
+                raise ValueError(f"{where}: {key} must be an int in [0, {top}), got {value!r}")
+        stream = cls(spec, int(state["seed"]))
+        stream.next_index = int(state["next_index"])
+        return stream
+
+
+def _question(ref: QuestionRef, entry: dict[str, Any]) -> Question:
+    return {"id": f"{ref['task']}/{ref['seed']}/{ref['index']}", "task": ref["task"],
+            "prompt": entry["question"], "ref": ref}
+
+
+def redraw(ref: QuestionRef) -> DrawnQuestion:
+    """The question a stream drew at ``ref``, as it was drawn (restoring a checkpoint)."""
+    entry = resolve(ref)
+    return DrawnQuestion(_question(ref, entry), entry, dataset_for(ref))
 
 
 class QuestionSource:
@@ -185,6 +220,38 @@ class QuestionSource:
         for weights in self._weights.values():
             weights /= weights.sum()
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every stream's position and every owner's task generator, as plain data."""
+        return {"streams": {owner: [s.state_dict() for s in streams]
+                            for owner, streams in self._streams.items()},
+                "task_rngs": {owner: generator_state(rng)
+                              for owner, rng in self._task_rngs.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any], where: str = "questions") -> None:
+        """Continue from a :meth:`state_dict` of a source with the same config. A state that
+        does not fit raises ``ValueError`` naming ``where`` and changes nothing."""
+        owners = sorted(self._streams)
+        if not isinstance(state, Mapping) or set(state) != {"streams", "task_rngs"}:
+            raise ValueError(f"{where}: expected a dict with keys 'streams' and 'task_rngs' "
+                             f"(QuestionSource.state_dict), got {state!r:.80}")
+        for key in ("streams", "task_rngs"):
+            if not isinstance(state[key], Mapping) or set(state[key]) != set(owners):
+                got = list(state[key]) if isinstance(state[key], Mapping) else state[key]
+                raise ValueError(f"{where}['{key}']: expected one entry per stream owner "
+                                 f"{owners}, got {got!r:.80}")
+        streams, rngs = {}, {}
+        for owner in owners:
+            specs, saved = self.config.tasks_of(owner), state["streams"][owner]
+            if not isinstance(saved, (list, tuple)) or len(saved) != len(specs):
+                raise ValueError(f"{where}['streams'][{owner!r}]: expected {len(specs)} streams "
+                                 f"(one per task), got {saved!r:.80}")
+            streams[owner] = [QuestionStream.from_state_dict(
+                spec, s, f"{where}['streams'][{owner!r}][{k}]") for k, (spec, s) in
+                enumerate(zip(specs, saved))]
+            rngs[owner] = generator_from_state(state["task_rngs"][owner],
+                                               f"{where}['task_rngs'][{owner!r}]")
+        self._streams, self._task_rngs = streams, rngs
+
     def _draw_for(self, owner: str, count: int) -> list[DrawnQuestion]:
         streams = self._streams[owner]
         choices = self._task_rngs[owner].choice(len(streams), size=count, p=self._weights[owner])
@@ -202,7 +269,8 @@ class QuestionSource:
 
 
 def score_completions(
-    drawn: DrawnQuestion, completions: Sequence[str], extract: AnswerExtractor
+    drawn: DrawnQuestion, completions: Sequence[str], extract: AnswerExtractor,
+    limits: ScoringLimits = DEFAULT_LIMITS, failures: dict[str, int] | None = None,
 ) -> np.ndarray:
-    """Verifier scores of a question's completions after answer extraction."""
-    return drawn.score([extract(c) for c in completions])
+    """Verifier scores of a question's completions after answer extraction (``drawn.score``)."""
+    return drawn.score(completions, extract, limits, failures)

@@ -126,6 +126,12 @@ class TensorBoardCallback(Callback):
             self.run_name = f"{run_name(config)}-{time.strftime('%Y%m%d-%H%M%S')}"
         self.path.mkdir(parents=True, exist_ok=True)
         self._writer = self._writer_cls(str(self.path))
+        # A session start at the first round to play: a run resumed from a checkpoint
+        # (env.round > 0) makes TensorBoard drop what the interrupted session logged after it.
+        from tensorboard.compat.proto.event_pb2 import SessionLog  # there: __init__ checked
+
+        self._writer.add_event(self._event(wall_time=time.time(), step=getattr(env, "round", 0),
+                                           session_log=SessionLog(status=SessionLog.START)))
         self._agents = tuple(env.possible_agents)
         self._text("config", _describe(config, self.hparams, agents))
         logger.info("TensorBoard run at %s", self.path)
@@ -165,6 +171,16 @@ class TensorBoardCallback(Callback):
         values = {f"held_out/{a}": s for a, s in scores.items()}
         values["held_out/mean"] = float(np.mean(list(scores.values())))
         self._scalars(round_, values)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing to save (the events are on disk), but a checkpoint taking it flushes them, so
+        a run resumed from that checkpoint finds every round before it logged."""
+        if self._writer is not None:
+            self._writer.flush()
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to load: ``on_run_start`` marks the session start at the resumed round."""
 
     def on_run_end(self, history: History) -> None:
         if self._writer is not None:

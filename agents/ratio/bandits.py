@@ -35,8 +35,8 @@ bandits do not choose a silent arm (unless all are).
 - ``EXP3``: exponential weights with importance-weighted payoffs, as Online Data Mixing runs it.
 - ``ThompsonSampling``: discounted Beta posteriors with fractional (Bernoulli-trick) updates.
 
-Randomness comes only from ``np.random.default_rng(seed)``; the same seed gives the same
-choices.
+Randomness comes only from ``np.random.default_rng(seed)``: same seed, same choices.
+``state_dict()`` / ``load_state_dict()`` hold arms, statistics and generator (checkpoints).
 
 Example::
 
@@ -59,6 +59,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from agents.plain_state import PlainState
 from sapo_env.types import Observation
 
 Payoff = Literal["reward", "next_reward", "progress"]
@@ -93,11 +94,13 @@ def _rng(seed: int | np.random.SeedSequence | None) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-class _JBandit:
+class _JBandit(PlainState):
     """Arm bookkeeping shared by the bandits: which J each arm is, when the arms are fixed,
     which round an update is about, and which J earns which payoff. Subclasses implement
     ``_start(k)`` (state for k arms), ``_pick() -> arm index`` and
     ``_credit(arm index, payoff, round in which that J was in force)``."""
+
+    _state_fields: tuple[str, ...] = ("arms", "_round", "silent", "_last")
 
     def __init__(self, arms: Sequence[int] | None, payoff: Payoff = "next_reward"):
         if not (isinstance(payoff, str) and payoff in PAYOFFS):
@@ -216,6 +219,8 @@ class DiscountedUCB(_JBandit):
         ([0.0, 1.0], [0.0, 0.7])
     """
 
+    _state_fields = (*_JBandit._state_fields, "counts", "sums", "_times_chosen")
+
     def __init__(self, gamma: float = 0.99, xi: float = 0.6, arms: Sequence[int] | None = None,
                  payoff: Payoff = "next_reward"):
         super().__init__(arms, payoff)
@@ -297,6 +302,9 @@ class EXP3(_JBandit):
         (True, [0.333, 0.333, 0.333])
     """
 
+    _state_fields = (*_JBandit._state_fields, "estimated_rewards", "t", "_eps", "_eps_prev",
+                     "_chosen_with", "rng")
+
     def __init__(self, arms: Sequence[int] | None = None,
                  seed: int | np.random.SeedSequence | None = None,
                  payoff: Payoff = "next_reward"):
@@ -373,6 +381,8 @@ class ThompsonSampling(_JBandit):
         >>> policy.alpha.tolist(), policy.beta.tolist()
         ([1.0, 1.75], [1.0, 1.25])
     """
+
+    _state_fields = (*_JBandit._state_fields, "successes", "failures", "rng")
 
     def __init__(self, gamma: float = 0.99, alpha0: float = 1.0, beta0: float = 1.0,
                  arms: Sequence[int] | None = None,

@@ -61,6 +61,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from agents.plain_state import PlainState
 from sapo_env.validation import check_int
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -105,7 +106,7 @@ def _mean(values: Any, default: float) -> float:
     return sum(values) / len(values) if values else default
 
 
-class RatioFeatures:
+class RatioFeatures(PlainState):
     """The running summary of one node's rounds (see the module docstring for the features).
 
     Args:
@@ -114,7 +115,12 @@ class RatioFeatures:
         window: rounds averaged by the window features (10: long enough to smooth the noise of
             one round's 64 scores, short enough to follow a learning curve that moves over tens
             of rounds).
+
+    ``state_dict()`` / ``load_state_dict(state)``: the rounds it remembers, as plain data.
     """
+
+    _state_fields = ("_answered", "_zero_advantage", "_pool_reward", "_pool_size",
+                     "_shortfall", "_taken")
 
     def __init__(self, max_rounds: int, window: int = 10):
         check_int("max_rounds", max_rounds, 1)

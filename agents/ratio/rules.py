@@ -15,6 +15,9 @@ and by default never take J above ``train_budget - 1``, so that the node keeps m
 - ``LearningProgress``: the reward-trend rule that gensyn-ai's rl-swarm uses for task
   difficulty, applied to J.
 
+Every policy has ``state_dict()`` / ``load_state_dict(state)`` (``agents.plain_state``): what it
+has learned, as plain data, for checkpoints.
+
 Example (the paper's 4/4 for one node, an adaptive rule for another)::
 
     >>> import sapo_env
@@ -34,11 +37,12 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from agents.plain_state import PlainState
 from sapo_env.types import Observation
 from sapo_env.validation import check_fits_budget, check_int
 
 
-class FixedRatio:
+class FixedRatio(PlainState):
     """Always the same J: the paper's fixed I/J configurations.
 
     Update rule: none (the outcome of a round changes nothing). Payoff: not used.
@@ -66,7 +70,7 @@ class FixedRatio:
         """Nothing to learn."""
 
 
-class _Bounds:
+class _Bounds(PlainState):
     """The J range of a rule: ``[min_external, max_external]``, where ``max_external=None``
     means ``train_budget - 1`` (answer at least one question, so the node's own reward stays
     measured). Shared by the two adaptive rules."""
@@ -138,6 +142,8 @@ class PoolQuality(_Bounds):
         >>> policy.choose(obs)              # 0.6 > 0.3 + 0.1: one more external group
         5
     """
+
+    _state_fields = ("_own", "_pool_mean", "_updated")
 
     def __init__(self, margin: float = 0.05, window: int = 10, min_external: int = 0,
                  max_external: int | None = None):
@@ -220,6 +226,8 @@ class LearningProgress(_Bounds):
         >>> policy.choose(obs)                         # 0.5 - 0.2 > 0.05: one step up
         5
     """
+
+    _state_fields = ("level", "_range", "_rewards", "_rounds")
 
     def __init__(self, threshold: float = 0.05, window: int = 10, check_every: int = 5,
                  min_external: int = 0, max_external: int | None = None):

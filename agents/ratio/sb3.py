@@ -69,6 +69,18 @@ class SB3Ratio:
         """Record the round just played (the node's env reward and its ``infos[node]``)."""
         self.features.update(reward, info)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The features of the rounds seen so far (the model is not state: load it again).
+        With ``deterministic=False`` the model samples J from torch's global generator,
+        which this state does not hold: such a policy does not resume bit for bit."""
+        return {"features": self.features.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or set(state) != {"features"}:
+            raise ValueError(f"SB3Ratio.load_state_dict: expected a dict with key 'features' "
+                             f"(SB3Ratio.state_dict()), got {state!r:.80}")
+        self.features.load_state_dict(state["features"])
+
     @classmethod
     def load(cls, path: str | Path, max_rounds: int, deterministic: bool = True,
              window: int = 10, algorithm: Any = None) -> SB3Ratio:

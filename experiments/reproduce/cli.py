@@ -53,7 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="a SwarmConfig field for every configuration, VALUE as JSON "
                              "(repeatable), e.g. --swarm answer_format='\"lenient\"'")
     parser.add_argument("--no-resume", action="store_true",
-                        help="rerun every run even if a finished one is in OUT/runs")
+                        help="rerun every run even if a finished one (or a checkpoint of an "
+                             "unfinished one) is in OUT/runs")
+    parser.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+                        metavar="ROUNDS",
+                        help="rounds between a run's checkpoints, from which an interrupted "
+                             f"sweep resumes mid-run (default {d.checkpoint_every}; 0: none)")
     parser.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard runs")
     parser.add_argument("--no-plots", action="store_true", help="write no PNG figures")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -76,7 +81,8 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         "model": args.model, "base_seed": args.base_seed,
         "protocol": args.protocol,
         "n_agents": args.nodes, "jobs": args.jobs, "quick": args.quick,
-        "resume": not args.no_resume, "tensorboard": not args.no_tensorboard,
+        "resume": not args.no_resume, "checkpoint_every": args.checkpoint_every,
+        "tensorboard": not args.no_tensorboard,
         "plots": not args.no_plots, "progress": not args.no_progress,
     }
     optional = {"experiments": tuple(args.experiments) if args.experiments else None,

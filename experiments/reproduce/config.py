@@ -95,7 +95,12 @@ class ReproduceConfig:
     plots: bool = True
     """Write the PNG figures (needs matplotlib, the ``plot`` extra)."""
     resume: bool = True
-    """Reuse finished runs found in ``out/runs`` whose settings match."""
+    """Reuse finished runs found in ``out/runs`` whose settings match, and resume unfinished
+    ones from their checkpoints."""
+    checkpoint_every: int = 100
+    """Rounds between a run's checkpoints (``out/runs/<run>.<key>.ckpt``, removed when the run
+    finishes), from which an interrupted sweep resumes mid-run with the same results; 0: none.
+    Runs whose agents have no ``state_dict`` (the GRPO learner) are not checkpointed."""
     progress: bool = True
     """Show a progress bar over runs."""
     quick: bool = False
@@ -133,6 +138,7 @@ class ReproduceConfig:
             check_int(name, getattr(self, name), 1)
         if self.jobs is not None:
             check_int("jobs", self.jobs, 1)
+        check_int("checkpoint_every", self.checkpoint_every, 0)
         if self.n_agents < 2:
             raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
                              f"got {self.n_agents}")
@@ -192,6 +198,12 @@ class RunSpec:
     def path(self) -> Path:
         """Where the run's arrays are saved."""
         return Path(self.config.out) / "runs" / f"{self.name}.npz"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """Where the unfinished run's checkpoint is kept (its key in the name: a run whose
+        settings changed does not resume from it)."""
+        return Path(self.config.out) / "runs" / f"{self.name}.{self.key()}.ckpt"
 
     def key(self) -> str:
         """A digest of everything that determines the run's outcome (for resuming)."""

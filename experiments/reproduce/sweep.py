@@ -21,6 +21,8 @@ from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, see
 from experiments.reproduce.figures import plot_figures
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
 from experiments.run_files import is_finished, load_run, run_all, save_run
+from sapo_env.checkpoint import Checkpoint, require_state_dicts
+from sapo_env.runner import Callback
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +40,42 @@ class ReproduceResult:
         return format_markdown(self.rows, self.config)
 
 
+class RunClock(Callback):
+    """Seconds a run has taken, across resumes (its state travels in the run's checkpoint)."""
+
+    def __init__(self) -> None:
+        self.earlier, self._since = 0.0, time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return self.earlier + time.perf_counter() - self._since
+
+    def on_run_start(self, env: Any, agents: Any) -> None:
+        self._since = time.perf_counter()
+
+    def state_dict(self) -> dict[str, float]:
+        return {"seconds": self.seconds}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.earlier, self._since = float(state["seconds"]), time.perf_counter()
+
+
+def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
+    """The run's checkpoint, if the sweep takes them and its agents can be saved."""
+    if not spec.config.checkpoint_every:
+        return None
+    try:
+        require_state_dicts(agents, {})
+    except TypeError as error:
+        logger.info("%s: no checkpoints (%s)", spec.name, error)
+        return None
+    return Checkpoint(spec.checkpoint_path, every=spec.config.checkpoint_every,
+                      resume=spec.config.resume)
+
+
 def run_one(spec: RunSpec) -> Path:
-    """Run one experiment under one seed; save its arrays to ``out/runs/<name>.npz``."""
+    """Run one experiment under one seed (from its checkpoint, if an interrupted sweep left
+    one); save its arrays to ``out/runs/<name>.npz`` and remove the checkpoint."""
     import sapo_env
     from sapo_env import metrics
 
@@ -47,13 +83,18 @@ def run_one(spec: RunSpec) -> Path:
     env = sapo_env.parallel_env(config=c.swarm_config(e))
     env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
     agents = c.agent_factory()(env.possible_agents, e.num_external, agent_seed)
+    checkpoint = _checkpoint(spec, dict(zip(env.possible_agents, agents)))
+    resuming = checkpoint is not None and checkpoint.resume and spec.checkpoint_path.exists()
     evaluator = metrics.HeldOutEvaluator(every=c.held_out_every,
                                          n_questions=c.held_out_questions, seed=c.base_seed)
-    callbacks: list[Any] = [evaluator]
+    clock = RunClock()
+    callbacks: list[Any] = [evaluator, clock]
     if c.tensorboard:
         # A run done again starts its TensorBoard folder afresh: event files are named by
         # time and process, so the old one would stay beside the new and double every step.
-        shutil.rmtree(c.out / "tensorboard" / spec.name, ignore_errors=True)
+        # A resumed run keeps it: TensorBoard drops what came after the checkpoint.
+        if not resuming:
+            shutil.rmtree(c.out / "tensorboard" / spec.name, ignore_errors=True)
         try:
             from sapo_env.tensorboard import TensorBoardCallback
 
@@ -63,9 +104,8 @@ def run_one(spec: RunSpec) -> Path:
                          "learner": describe(c.agent_factory())}))
         except ImportError as error:
             logger.warning("%s; writing no TensorBoard runs", error)
-    started = time.perf_counter()
-    history = sapo_env.run(env, agents, callbacks=callbacks, progress=False, seed=env_seed)
-    seconds = time.perf_counter() - started
+    history = sapo_env.run(env, agents, callbacks=callbacks, progress=False, seed=env_seed,
+                           checkpoint=checkpoint)
     pool = metrics.pool_health(history)
     tasks = metrics.task_rewards(history)
     held = evaluator.result
@@ -85,8 +125,12 @@ def run_one(spec: RunSpec) -> Path:
         for key in ("tag_prob", "expected_quality"):
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
     meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
-            "env_seed": env_seed, "seconds": seconds, "agents": list(history.agents)}
-    return save_run(spec.path, meta, **arrays)
+            "env_seed": env_seed, "seconds": clock.seconds, "agents": list(history.agents)}
+    path = save_run(spec.path, meta, **arrays)
+    # this run's checkpoint, a stale one of other settings, and a write a crash cut short
+    for leftover in spec.path.parent.glob(f"{spec.name}.*.ckpt*"):
+        leftover.unlink(missing_ok=True)
+    return path
 
 
 def machine_description() -> str:

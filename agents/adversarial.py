@@ -1,0 +1,160 @@
+"""Hostile nodes made of text: agents that attack a swarm through what they write and share.
+
+``AdversarialAgent(inner, attack, seed)`` plays a node with an attack; ``inner`` (any agent)
+is the node underneath, which still learns from the batches the env gives it and, where the
+attack says so, writes some of the text. An attack here needs no forged packet: the env scores
+and publishes the text as it does any node's (forged packets are ``SwarmConfig.adversaries``,
+:mod:`sapo_env.adversaries`). The attacks (``AGENT_ATTACKS``):
+
+``garbage``
+    every completion is random: empty, a few hundred random characters (printable and not,
+    with a stray ``<answer>`` tag now and then) or 4,000 of them. Models a broken or hostile
+    node. It scores 0, so its groups carry no signal and the zero-advantage filter keeps them
+    out of training sets; what it costs the swarm is the groups it does not contribute.
+``wrong_answers``
+    every completion is a confident wrong answer in ``<answer>`` tags (the right answer
+    re-derived from the question's ``ref``, then changed as :func:`agents.simulated.wrong_answer`
+    does). Models a node that is sure and wrong. Partial credit aside, its groups score all 0
+    and are filtered like garbage; reasoning-gym's partial credit lets a few through.
+``free_rider``
+    asks for J = ``train_budget`` every round and shares nothing: it answers no question (under
+    the paper's protocol) and only takes. Models the commons problem; no packet check can
+    see it, it only shrinks the pool (set its round-0 J with ``SwarmConfig.num_external`` to
+    ride from the start).
+``poison``
+    the study "Hail to the Thief" (arXiv 2511.09780): half of each group's completions (the
+    first ceil(L/2)) are the *right* answer in tags carrying an injected line
+    (:data:`agents.injection.INJECTED_LINE`), the rest the inner node's own. The verifier
+    rewards the poisoned ones, so receivers reinforce the line with them; packet checks,
+    reputation and caps cannot tell them from honest groups. Attack success is the share of
+    honest nodes' completions that carry the line (:func:`agents.injection.carries`); the
+    defense is the receiver's own log-probability check
+    (``SimulatedLearnerConfig.min_external_logprob``, ``GRPOConfig.min_external_logprob``).
+
+``garbage`` and ``wrong_answers`` keep the J in force (``SwarmConfig.num_external`` sets it),
+``poison`` asks for the inner node's; every attack learns through the inner node.
+Randomness comes from ``seed`` through one ``numpy.random.SeedSequence`` child per round, so a
+run is reproducible and a checkpoint needs only the inner node's state.
+
+Example::
+
+    from agents.adversarial import adversarial_swarm
+    from agents.simulated import simulated_swarm
+
+    nodes = adversarial_swarm(simulated_swarm(10, seed=0), "poison", fraction=0.3, seed=1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from agents.injection import INJECTED_LINE
+from agents.simulated_text import wrong_answer
+from sapo_env.adversaries import adversary_nodes
+from sapo_env.tasks import reference_answer, resolve
+from sapo_env.types import Action, Group, Observation
+
+AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison"]
+AGENT_ATTACKS: tuple[str, ...] = ("garbage", "wrong_answers", "free_rider", "poison")
+HUGE_COMPLETION_CHARS = 4000  #: ``garbage``'s longest text (the env's default limit: 16,384)
+_PRINTABLE = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 .,;:!?()[]{}<>/=+-*\n"))
+_ODD = np.array(list("\u00e9\u00df\u2200\u2227\u00ac\u2192\u00bd\u03c0\u4e2d\t\u200b\U0001f916"))
+
+
+class AdversarialAgent:
+    """A node that attacks the swarm through its text (see the module docstring).
+
+    Args:
+        inner: the agent underneath (``act``/``learn``); it learns every round, writes the
+            unpoisoned half of ``poison``'s groups and, under a fixed question count,
+            ``free_rider``'s unshared answers.
+        attack: one of ``AGENT_ATTACKS``.
+        seed: an int or a ``numpy.random.SeedSequence``: the attack's random text.
+    """
+
+    def __init__(self, inner: Any, attack: AgentAttack, seed: int | np.random.SeedSequence = 0):
+        if attack not in AGENT_ATTACKS:
+            raise ValueError(f"attack must be one of {list(AGENT_ATTACKS)}, got {attack!r}")
+        if not (callable(getattr(inner, "act", None)) and callable(getattr(inner, "learn", None))):
+            raise ValueError(f"inner must be an agent with act and learn, got {inner!r}")
+        self.inner = inner
+        self.attack = attack
+        self._seed = seed if isinstance(seed, np.random.SeedSequence) \
+            else np.random.SeedSequence(seed)
+
+    def _rng(self, round_: int) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence(
+            self._seed.entropy, spawn_key=(*self._seed.spawn_key, max(int(round_), 0))))
+
+    def act(self, observation: Observation) -> Action:
+        questions = observation["questions"]
+        L = int(observation["completions_per_question"])
+        if self.attack == "free_rider":
+            action = self.inner.act(observation) if questions else {"completions": ()}
+            return {"completions": action["completions"],
+                    "num_external": int(observation["train_budget"]),
+                    "share": (0,) * len(questions)}
+        rng = self._rng(observation["round"])
+        if self.attack == "garbage":
+            completions = tuple(tuple(_garbage(rng) for _ in range(L)) for _ in questions)
+            return {"completions": completions, "num_external": observation["num_external"]}
+        if self.attack == "wrong_answers":
+            completions = tuple(tuple(
+                f"I am certain of this.\n<answer>{wrong_answer(_answer(q), u)}</answer>"
+                for u in rng.random(L).tolist()) for q in questions)
+            return {"completions": completions, "num_external": observation["num_external"]}
+        action = self.inner.act(observation)  # poison
+        poisoned = math.ceil(L / 2)
+        completions = tuple(
+            (f"{INJECTED_LINE}\n<answer>{_answer(q)}</answer>",) * poisoned + tuple(own[poisoned:])
+            for q, own in zip(questions, action["completions"]))
+        return {**action, "completions": completions}
+
+    def learn(self, batch: Sequence[Group]) -> Any:
+        return self.inner.learn(batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The inner node's state (the attack's randomness is a function of seed and round)."""
+        return {"inner": self.inner.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or set(state) != {"inner"}:
+            raise ValueError("AdversarialAgent state must be {'inner': the inner node's state}")
+        self.inner.load_state_dict(state["inner"])
+
+
+def _answer(question: Mapping[str, Any]) -> str:
+    return reference_answer(resolve(question["ref"]))
+
+
+def _garbage(rng: np.random.Generator) -> str:
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return ""
+    length = HUGE_COMPLETION_CHARS if kind == 3 else int(rng.integers(1, 300))
+    alphabet = _ODD if kind == 2 else _PRINTABLE
+    text = "".join(rng.choice(alphabet, size=length).tolist())
+    return f"<answer>{text}" if kind == 2 else text
+
+
+def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
+                      fraction: float | None = None, nodes: Sequence[str] | None = None,
+                      seed: int | np.random.SeedSequence = 0) -> dict[str, Any]:
+    """``agents`` with some nodes wrapped in ``AdversarialAgent(agent, attack)``: the last
+    ``round(fraction * n)`` of them (as ``sapo_env.adversaries.adversary_nodes`` picks them),
+    or the named ``nodes``. Each adversary draws from its own child of ``seed``."""
+    if (fraction is None) == (nodes is None):
+        raise ValueError("give either fraction (of the nodes, from the last) or nodes (names)")
+    names = list(agents)
+    chosen = adversary_nodes(names, fraction) if fraction is not None else list(nodes)
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ValueError(f"nodes {unknown} are not in the swarm; the nodes are {names}")
+    seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    streams = dict(zip(names, seq.spawn(len(names))))
+    return {a: AdversarialAgent(agent, attack, streams[a]) if a in chosen else agent
+            for a, agent in agents.items()}

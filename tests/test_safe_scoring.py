@@ -1,0 +1,440 @@
+"""Scorers never execute answer text, honest answers score as before, and the scoring guard turns
+every failure of a scorer into a counted 0 (sapo_env.safe_parsing, safe_scorers, scoring_guard)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import reasoning_gym
+import sympy
+from conftest import ARITHMETIC, SMALL, mixed_actions
+from reasoning_gym.logic import propositional_logic
+from sympy.parsing.sympy_parser import parse_expr
+
+import sapo_env
+from sapo_env import safe_scorers, scoring_guard
+from sapo_env.answers import extract_tag
+from sapo_env.config import PAPER_TASKS
+from sapo_env.safe_parsing import (
+    MAX_BITS,
+    integer_arithmetic,
+    literal,
+    propositional_expression,
+    sympy_expression,
+)
+from sapo_env.scoring_guard import FAILURE_REASONS, ScoringLimits, guarded_scores, no_failures
+from sapo_env.tasks import reference_answer
+
+SENTINEL = "SAPO_ENV_PWNED"
+
+
+def code_answers() -> list[str]:
+    """Answers that would leave SENTINEL in the environment if anything executed them."""
+    payload = f"__import__('os').environ.__setitem__('{SENTINEL}', '1')"
+    return [payload, f"[{payload}]", f"[[{payload}]]", f"x + {payload}", f"({payload}, 1)",
+            f"(lambda: {payload})()", f"[x for x in [{payload}]]", f"Symbol('x') * {payload}",
+            "().__class__.__base__.__subclasses__()", "9**9**9**9", "(2*x)**10**10",
+            "1e999999999", "Float('1e999999999')", "Rational('1e999999999')",
+            "factorial(99999999)", "2<<10**10", "open('/etc/passwd').read()"]
+
+
+# --- reasoning-gym's own functions, for comparison on honest text -----------------------------
+
+
+@contextlib.contextmanager
+def reasoning_gym_alone():
+    """reasoning-gym's own eval/parse_expr/score_answer, for the block's duration (honest
+    text only)."""
+    safe_scorers.restore()
+    try:
+        yield
+    finally:
+        safe_scorers.apply()
+
+
+def original_propositional_parser():
+    with reasoning_gym_alone():
+        return propositional_logic.parse_expr
+
+
+def honest_answers(task: str, entry: dict) -> list[str]:
+    """The reference answer, the partial-credit forms the eval-based scorers read, and typical
+    wrong answers."""
+    ref = reference_answer(entry)
+    meta = entry["metadata"]
+    answers = [ref, "", "no idea", "0", ref[:-1], ref + " 1", ref.replace("1", "2", 1),
+               f"The answer is {ref}"]
+    extra = {  # built only for its own task: the metadata differ
+        "binary_matrix": lambda: [str(meta["solution"]), str(meta["matrix"])],
+        "spiral_matrix": lambda: [str(meta["solution"]), str(meta["matrix"])],
+        "n_queens": lambda: [str(s) for s in meta["solutions"][:2]] + [str(meta["puzzle"])],
+        "string_insertion": lambda: [str(list(ref)), str(list(ref[::-1]))],
+        "number_sorting": lambda: [ref.replace("'", ""), str(sorted(eval(ref)))],
+        "bitwise_arithmetic": lambda: [str(int(ref, 16)), hex(int(ref, 16) + 1), ref.upper()],
+        "countdown": lambda: [str(meta["target"]), " + ".join(map(str, meta["numbers"]))],
+        "puzzle24": lambda: ["24", " * ".join(map(str, meta["numbers"]))],
+        "propositional_logic": lambda: ["P", "¬P", "(P ∨ ¬P)", "P ∧ Q", "(P → Q)", "P and Q",
+                                        "p ∧ q", "((P ∧ Q) ∨ R) ↔ ¬S"],
+        "simple_integration": lambda: ["x**2 + C", ref.replace(" + C", "")],
+        "intermediate_integration": lambda: ["x**2 + C", ref.replace(" + C", "")],
+        "polynomial_multiplication": lambda: ["x**2 + 1", ref.replace("+", "-", 1)],
+    }.get(task, list)()
+    return answers + extra
+
+
+PATCHED = {"binary_matrix": 30, "n_queens": 30, "spiral_matrix": 30, "string_insertion": 30,
+           "number_sorting": 30, "bitwise_arithmetic": 30, "countdown": 15, "puzzle24": 15,
+           "propositional_logic": 30, "simple_integration": 3, "intermediate_integration": 2,
+           "polynomial_multiplication": 5}  # task -> entries (sympy's simplify is slow)
+
+
+@pytest.mark.parametrize("task", PATCHED)
+def test_honest_answers_score_as_with_reasoning_gym_alone(task):
+    dataset = reasoning_gym.create_dataset(task, seed=7, size=PATCHED[task])
+    entries = [dataset[i] for i in range(PATCHED[task])]
+    cases = [(entry, answer) for entry in entries for answer in honest_answers(task, entry)]
+    safe = [dataset.score_answer(answer, entry) for entry, answer in cases]
+    with reasoning_gym_alone():
+        original = [dataset.score_answer(answer, entry) for entry, answer in cases]
+    assert safe == original
+    assert max(safe) == 1.0  # the reference answers were scored as right
+
+
+@pytest.mark.parametrize("task", PATCHED)
+def test_code_in_an_answer_is_never_executed(task):
+    dataset = reasoning_gym.create_dataset(task, seed=3, size=1)
+    entry = dataset[0]
+    garbage = dataset.score_answer("garbage", entry)
+    for answer in code_answers():
+        start = time.perf_counter()
+        try:
+            score = dataset.score_answer(answer, entry)
+        except (ValueError, RecursionError):
+            score = 0.0  # raising is fine: the guard scores it 0 (prime_factorization does)
+        assert SENTINEL not in os.environ, answer
+        assert score <= max(garbage, 0.0), (answer, score)  # countdown's floor is 0.01
+        assert time.perf_counter() - start < 1.0, answer  # refused before computing
+
+
+@pytest.mark.parametrize("task", ["binary_matrix", "countdown", "simple_integration"])
+def test_the_same_answers_do_run_code_in_reasoning_gym_alone(task):
+    """The attack the tests above defend against is real (and harmless here)."""
+    dataset = reasoning_gym.create_dataset(task, seed=3, size=1)
+    try:
+        with reasoning_gym_alone():
+            assert propositional_logic.parse_expr is not safe_scorers.parse_proposition
+            dataset.score_answer(code_answers()[0], dataset[0])
+        assert os.environ.pop(SENTINEL) == "1"
+    finally:
+        os.environ.pop(SENTINEL, None)
+    assert propositional_logic.parse_expr is safe_scorers.parse_proposition  # apply()ed again
+
+
+def test_no_scorer_of_any_task_compiles_or_runs_answer_text():
+    """An audit hook sees every eval/exec of text; none may happen while scoring, on any task
+    reasoning-gym registers (composite needs sub-datasets, and wraps these scorers)."""
+    from reasoning_gym.factory import DATASETS
+
+    seen: list[str] = []
+    state = {"on": False}
+
+    def hook(event, args):
+        if state["on"] and event == "compile" and args[1] != "<unknown>":  # ast.parse is fine
+            seen.append(f"compile {args[1]}")
+        if state["on"] and event == "exec" and args[0].co_filename.startswith("<"):
+            seen.append(f"exec {args[0].co_filename}")
+
+    sys.addaudithook(hook)  # stays for the session, but records only while state["on"]
+    for task in sorted(set(DATASETS) - {"composite"}):
+        try:
+            dataset = reasoning_gym.create_dataset(task, seed=1, size=1)
+            entry = dataset[0]
+        except Exception:  # noqa: BLE001 (a few tasks need data or config; nothing to score)
+            continue
+        for answer in [reference_answer(entry), *code_answers()[:8]]:
+            for hooked in (False, True):  # the first call pays for lazy imports
+                state["on"] = hooked
+                try:
+                    dataset.score_answer(answer, entry)
+                except Exception:  # noqa: BLE001 (some scorers raise: the guard's job)
+                    pass
+                finally:
+                    state["on"] = False
+            assert seen == [], (task, answer, seen)
+
+
+# --- the parsers ----------------------------------------------------------------------------
+
+
+def test_literal_reads_literals_only():
+    assert literal(" [[0, 1], (2, 'a')]") == [[0, 1], (2, "a")]
+    for text in ["[[0]*3]", "x", "__import__('os')", "[" * 300 + "]" * 300, "9" * 5000,
+                 "x" * 70000]:
+        with pytest.raises((ValueError, SyntaxError)):
+            literal(text)
+
+
+def test_integer_arithmetic_agrees_with_python_on_bitwise_problems():
+    dataset = reasoning_gym.create_dataset("bitwise_arithmetic", seed=0, size=300, difficulty=4)
+    for i in range(300):
+        problem = dataset[i]["metadata"]["problem"]
+        assert integer_arithmetic(problem) == eval(problem), problem  # trusted generated text
+    for text in ["1 << 10**10", "2**3", "abs(1)", "(1).real"]:
+        with pytest.raises(ValueError):
+            integer_arithmetic(text)
+
+
+@pytest.mark.parametrize("text", [
+    "x**2 + C", "-4*(-2*x - 8)**(3/2)/3 + C", "3*x*exp(2*x) - sin(x)/2 + log(x)", "1.5*x - .25",
+    "2*sqrt(x) + atan(x) + pi", "3*Integral(x**3*cos(3*x), x) + C", "0.[3]", "7//2 + 7 % 3",
+    "x**-1", "2**10", "(1 + I)**2", "y*z**3 - 120384*z**6", "94*4 - 61 - 6", "1e10 + 1E-5",
+])
+def test_sympy_expression_equals_parse_expr_on_honest_text(text):
+    local = {"x": sympy.Symbol("x"), "C": sympy.Symbol("C")}
+    expected = parse_expr(text, local_dict=dict(local))
+    assert sympy.srepr(sympy_expression(text, local)) == sympy.srepr(expected)
+
+
+@pytest.mark.parametrize("text", [
+    "x.func", "x[0]", "lambda y: y", "x if x else 1", "f(x)", "Function('f')(x)", "x == 1",
+    "Symbol('x', real=True)", "Float('1.5', 10**9)", "(1, 2)", "eval('1')", "Q.zero",
+    "9**9**9**9", "2**(x*0 + 10**6)", "(2*x)**100000", "((x + 1)**999)**999", "10**10000",
+    "Rational('1/3')", "1e999999999", "2" + "*x" * 300, "(" * 250 + "x" + ")" * 250,
+])
+def test_sympy_expression_refuses_what_no_answer_needs(text):
+    start = time.perf_counter()
+    with pytest.raises((ValueError, SyntaxError, TypeError)):
+        sympy_expression(text, {"x": sympy.Symbol("x")})
+    assert time.perf_counter() - start < 0.5
+
+
+def test_sympy_numbers_stay_small():
+    assert MAX_BITS == 8192  # the expressions below are built for it
+    assert sympy_expression("(2**1000)**8 * 2**191 + 1").p.bit_length() == MAX_BITS
+    with pytest.raises(ValueError):
+        sympy_expression("(2**1000)**8 * 2**191 * 4")
+
+
+def test_propositional_parser_gives_reasoning_gym_trees():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    original = original_propositional_parser()
+
+    def tree(text, parse):
+        try:
+            e = parse(text)
+        except ValueError as error:
+            return ("ValueError", str(error))
+        stack, out = [e], []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, propositional_logic.Expression):
+                out.append(node.operator)
+                stack += [node.left, node.right]
+            else:
+                out.append(node)
+        return out
+
+    @settings(max_examples=600, deadline=None, derandomize=True, database=None)
+    @given(st.text(alphabet="PQ()∧∨→↔¬ \tx", max_size=30))
+    def check(text):
+        assert tree(text, propositional_expression) == tree(text, original)
+
+    check()
+
+
+def test_propositional_logic_is_linear_and_bounds_its_truth_table():
+    dataset = reasoning_gym.create_dataset("propositional_logic", seed=0, size=1)
+    entry = dataset[0]
+    v = entry["metadata"]["variables"][0]
+    start = time.perf_counter()
+    for answer in ["¬" * 2047 + v, f"{v}∧" * 1023 + v, f"({v}↔{v})→" * 290 + v,
+                   " ∧ ".join(f"p{i}" for i in range(300)), "(" * 900 + v + ")" * 900]:
+        try:
+            assert 0.0 <= dataset.score_answer(answer, entry) <= 1.0
+        except RecursionError:
+            pass  # deeper than Python evaluates: the guard scores it 0
+    assert time.perf_counter() - start < 2.0  # reasoning-gym alone: seconds each, gigabytes
+    assert dataset.score_answer(" ∧ ".join(f"p{i}" for i in range(300)), entry) == 0.0
+    five_extra = " ∧ ".join([v, "a", "b", "c", "d", "e"])
+    assert dataset.score_answer(five_extra.replace(" ∧ e", ""), entry) > 0  # 4: scored
+    assert dataset.score_answer(five_extra, entry) == 0.0
+
+
+# --- the guard --------------------------------------------------------------------------------
+
+
+FAST = ScoringLimits(time_limit=0.05)
+
+
+def guard(answers, score, limits=FAST):
+    failures = no_failures()
+    return guarded_scores(answers, lambda c: c, score, limits, failures).tolist(), failures
+
+
+def test_failures_score_zero_and_are_counted_by_reason():
+    def score(answer):
+        if answer == "raise":
+            raise KeyError("boom")
+        if answer == "recurse":
+            return score(answer)
+        if answer == "slow":
+            while True:
+                pass
+        return {"nan": float("nan"), "none": None, "inf": float("inf")}.get(answer, 0.5)
+
+    answers = ["ok", "raise", "recurse", "slow", "nan", "none", "inf", "x" * 2049, "ok"]
+    start = time.perf_counter()
+    scores, failures = guard(answers, score)
+    assert time.perf_counter() - start < 1.0
+    assert scores == [0.5, 0, 0, 0, 0, 0, 0, 0, 0.5]
+    assert failures == {"too_long": 1, "error": 4, "recursion": 1, "timeout": 1}
+
+
+def test_an_over_long_answer_is_never_parsed():
+    calls = []
+    scores, failures = guard(["x" * 11], calls.append, ScoringLimits(max_answer_chars=10))
+    assert calls == [] and failures["too_long"] == 1
+
+
+def test_a_scorer_that_swallows_the_timeout_still_stops():
+    def stubborn(answer):
+        for _ in range(3):  # catches the interruption twice, then gives up
+            try:
+                while True:
+                    pass
+            except BaseException:  # noqa: BLE001 (what a careless scorer does)
+                pass
+        return 1.0
+
+    def catches_exception_in_a_loop(answer):
+        while True:
+            try:
+                sum(range(1000))
+            except Exception:  # noqa: BLE001 (ScoreTimeout is not an Exception)
+                continue
+
+    scores, failures = guard(["a", "b"], lambda a: stubborn(a) if a == "a"
+                             else catches_exception_in_a_loop(a))
+    assert scores == [0, 0] and failures["timeout"] == 2
+
+
+def test_the_timer_is_left_as_it_was():
+    def handler(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        guard(["a"], lambda a: 1.0)
+        assert signal.getsignal(signal.SIGALRM) is handler
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        # someone else's alarm is running: no time limit, and their alarm is untouched
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        scores, failures = guard(["a"], lambda a: time.sleep(0.1) or 1.0)
+        assert scores == [1.0] and failures["timeout"] == 0
+        assert 29.0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_off_the_main_thread_scoring_still_catches_errors():
+    out = {}
+
+    def run():
+        out["result"] = guard(["ok", "raise"], lambda a: 1.0 if a == "ok" else 1 / 0)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert out["result"] == ([1.0, 0.0], {"too_long": 0, "error": 1, "recursion": 0,
+                                          "timeout": 0})
+
+
+def test_each_reason_is_logged_once(caplog):
+    scoring_guard._warned.clear()
+    with caplog.at_level(logging.WARNING, logger="sapo_env.scoring_guard"):
+        guard(["raise", "raise", "x" * 3000], lambda a: 1 / 0)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2
+    assert any("max_answer_chars=2048" in m for m in messages)
+
+
+# --- in the env -------------------------------------------------------------------------------
+
+
+def test_the_env_counts_failures_per_node_and_completes_the_round():
+    def extract(completion):
+        if completion == "raise":
+            raise RuntimeError("a buggy extractor")
+        if completion == "slow":
+            time.sleep(5)
+        return extract_tag(completion)
+
+    env = sapo_env.parallel_env(**SMALL, tasks=ARITHMETIC, answer_format=extract,
+                                score_time_limit=0.05)
+    observations, _ = env.reset(seed=0)
+    actions = mixed_actions(observations)
+    actions["node_1"]["completions"] = (("raise", "slow", "<answer>" + "9" * 3000 + "</answer>"),
+                                        actions["node_1"]["completions"][1])
+    start = time.perf_counter()
+    _, rewards, _, _, infos = env.step(actions)
+    assert time.perf_counter() - start < 2.0
+    assert infos["node_1"]["scoring_failures"] == {"too_long": 1, "error": 1, "recursion": 0,
+                                                   "timeout": 1}
+    assert infos["node_0"]["scoring_failures"] == no_failures()
+    assert rewards["node_1"] == pytest.approx(np.mean([0, 0, 0, 1, 0, 0]))
+
+
+def test_paper_tasks_score_code_and_huge_numbers_zero_in_the_env():
+    env = sapo_env.parallel_env(n=1, completions_per_question=len(code_answers()), max_rounds=50,
+                                tasks=PAPER_TASKS, num_external=0)
+    observations, _ = env.reset(seed=1)
+    texts = tuple(f"<answer>{a}</answer>" for a in code_answers())
+    seen = set()
+    for _ in range(3):
+        questions = observations["node_0"]["questions"]
+        seen |= {q["task"] for q in questions}
+        action = {"completions": (texts,) * len(questions), "num_external": 0}
+        observations, rewards, *_ = env.step({"node_0": action})
+        assert 0.0 <= rewards["node_0"] <= 0.2  # garbage earns floors and substring credit
+    assert SENTINEL not in os.environ and len(seen) >= 5
+
+
+def test_config_validates_the_limits():
+    assert sapo_env.SwarmConfig(score_time_limit=None).scoring_limits.time_limit is None
+    for bad in ({"score_time_limit": 0}, {"score_time_limit": True},
+                {"score_time_limit": float("nan")}, {"max_answer_chars": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            sapo_env.SwarmConfig(**bad)
+    assert set(FAILURE_REASONS) == set(no_failures())
+
+
+def test_the_tag_extractor_is_reasoning_gyms_in_linear_time():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from reasoning_gym.utils import extract_answer as reasoning_gym_extract
+
+    from sapo_env.answers import extract_answer
+
+    pieces = st.sampled_from(["<answer>", "</answer>", "<answer", "answer>", " ", "\n", "\t",
+                              "\u2003", "x", "42", "<", "/"])
+
+    @settings(max_examples=500, deadline=None, derandomize=True, database=None)
+    @given(st.lists(pieces, max_size=14).map("".join))
+    def check(text):
+        assert extract_answer(text) == reasoning_gym_extract(text)
+
+    check()
+    start = time.perf_counter()
+    assert extract_answer("<answer>" * 2048) is None  # reasoning-gym's regex: ~0.5 s
+    assert time.perf_counter() - start < 0.05
