@@ -54,9 +54,10 @@ import numpy as np
 
 from agents.injection import INJECTED_LINE
 from agents.simulated_text import wrong_answer
+from agents.wrapper import AgentWrapper
 from sapo_env.adversaries import adversary_nodes
 from sapo_env.tasks import reference_answer, resolve
-from sapo_env.types import Action, Group, Observation
+from sapo_env.types import Action, Observation
 
 AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison"]
 AGENT_ATTACKS: tuple[str, ...] = ("garbage", "wrong_answers", "free_rider", "poison")
@@ -65,7 +66,7 @@ _PRINTABLE = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 .,;:!?()[]{}<>/
 _ODD = np.array(list("\u00e9\u00df\u2200\u2227\u00ac\u2192\u00bd\u03c0\u4e2d\t\u200b\U0001f916"))
 
 
-class AdversarialAgent:
+class AdversarialAgent(AgentWrapper):
     """A node that attacks the swarm through its text (see the module docstring).
 
     Args:
@@ -79,9 +80,7 @@ class AdversarialAgent:
     def __init__(self, inner: Any, attack: AgentAttack, seed: int | np.random.SeedSequence = 0):
         if attack not in AGENT_ATTACKS:
             raise ValueError(f"attack must be one of {list(AGENT_ATTACKS)}, got {attack!r}")
-        if not (callable(getattr(inner, "act", None)) and callable(getattr(inner, "learn", None))):
-            raise ValueError(f"inner must be an agent with act and learn, got {inner!r}")
-        self.inner = inner
+        super().__init__(inner)
         self.attack = attack
         self._seed = seed if isinstance(seed, np.random.SeedSequence) \
             else np.random.SeedSequence(seed)
@@ -113,18 +112,6 @@ class AdversarialAgent:
             (f"{INJECTED_LINE}\n<answer>{_answer(q)}</answer>",) * poisoned + tuple(own[poisoned:])
             for q, own in zip(questions, action["completions"]))
         return {**action, "completions": completions}
-
-    def learn(self, batch: Sequence[Group]) -> Any:
-        return self.inner.learn(batch)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The inner node's state (the attack's randomness is a function of seed and round)."""
-        return {"inner": self.inner.state_dict()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if not isinstance(state, Mapping) or set(state) != {"inner"}:
-            raise ValueError("AdversarialAgent state must be {'inner': the inner node's state}")
-        self.inner.load_state_dict(state["inner"])
 
 
 def _answer(question: Mapping[str, Any]) -> str:

@@ -41,7 +41,8 @@ def parse_actions(
                          f"{list(agents)}")
     missing = [a for a in agents if a not in actions]
     if missing:
-        raise ValueError(f"missing actions for nodes {missing}: every live node acts each round")
+        raise ValueError(f"missing actions for nodes {missing}: every live node acts each "
+                         "round (None sits a round out: sapo_env.churn)")
     return {agent: parse_action(agent, actions[agent], question_counts[agent], config)
             for agent in agents}
 

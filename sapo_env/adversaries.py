@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -59,6 +59,21 @@ TransportAttack = Literal["forge_rewards", "forge_metadata", "duplicate_spam"]
 SPAM_COPIES = 8
 """Times ``duplicate_spam`` publishes each group (the original and 7 copies): at 30% spammers
 among 10 nodes, about three quarters of the pool."""
+
+
+def check_adversaries(adversaries: Any, names: Sequence[str]) -> dict[str, str] | None:
+    """``SwarmConfig.adversaries`` validated: known nodes, known transport attacks."""
+    if adversaries is None:
+        return None
+    if not isinstance(adversaries, Mapping):
+        raise ValueError(f"adversaries must be a mapping node -> attack, got {adversaries!r}")
+    unknown = sorted(set(adversaries) - set(names), key=str)
+    attacks = sorted(set(map(str, adversaries.values())) - set(TRANSPORT_ATTACKS))
+    if unknown or attacks:
+        raise ValueError(f"adversaries: unknown nodes {unknown} (expected node_0..node_"
+                         f"{len(names) - 1}) or attacks {attacks} (expected one of "
+                         f"{sorted(TRANSPORT_ATTACKS)})")
+    return dict(adversaries)
 
 
 def adversary_nodes(nodes: int | Sequence[str], fraction: float) -> list[str]:

@@ -25,8 +25,9 @@ import reasoning_gym
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from sapo_env.adversaries import TRANSPORT_ATTACKS, TransportAttack
+from sapo_env.adversaries import TransportAttack, check_adversaries
 from sapo_env.answers import EXTRACTORS, AnswerExtractor
+from sapo_env.churn import check_join_rounds
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
 from sapo_env.scoring_guard import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIME_LIMIT, ScoringLimits
@@ -233,6 +234,11 @@ class SwarmConfig:
     cap): bounds what any one node, spammer or poisoner, can put in another's batch. Works
     with the ``"uniform"`` and ``"reputation"`` samplers."""
 
+    # --- churn (sapo_env.churn) --------------------------------------------------------------
+    join_rounds: Mapping[str, int] | None = None
+    """Nodes that join a running swarm: node -> the first round it plays (they are left out of
+    ``env.agents`` until then). Leaving and going offline are actions (``sapo_env.churn``)."""
+
     def __post_init__(self) -> None:
         check_int("n_agents", self.n_agents, 1)
         check_int("max_rounds", self.max_rounds, 1)
@@ -292,6 +298,8 @@ class SwarmConfig:
                 f"from the node's own groups of earlier rounds), got {self.pool_window}"
             )
         self._check_defenses()
+        object.__setattr__(self, "join_rounds", check_join_rounds(
+            self.join_rounds, self.agent_names, self.max_rounds))
         for name in ("filter_local", "shared_questions", "verify_packets"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
@@ -299,18 +307,8 @@ class SwarmConfig:
             raise ValueError(f"system_prompt must be a str, got {type(self.system_prompt)}")
 
     def _check_defenses(self) -> None:
-        if self.adversaries is not None:
-            if not isinstance(self.adversaries, Mapping):
-                raise ValueError(f"adversaries must be a mapping node -> attack, got "
-                                 f"{self.adversaries!r}")
-            unknown = sorted(set(self.adversaries) - set(self.agent_names), key=str)
-            attacks = sorted(set(map(str, self.adversaries.values())) - set(TRANSPORT_ATTACKS))
-            if unknown or attacks:
-                raise ValueError(
-                    f"adversaries: unknown nodes {unknown} (expected node_0..node_"
-                    f"{self.n_agents - 1}) or attacks {attacks} (expected one of "
-                    f"{sorted(TRANSPORT_ATTACKS)})")
-            object.__setattr__(self, "adversaries", dict(self.adversaries))
+        object.__setattr__(self, "adversaries", check_adversaries(self.adversaries,
+                                                                  self.agent_names))
         if self.max_external_per_source is not None:
             check_int("max_external_per_source", self.max_external_per_source, 1)
             if callable(self.external_sampling):

@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 
 from sapo_env import checkpoint as checkpoints
 from sapo_env.checkpoint import Checkpoint
+from sapo_env.churn import is_leave
 from sapo_env.config import SwarmConfig
 from sapo_env.types import Action, Group, Observation
 
@@ -93,11 +94,12 @@ class RatioPolicy(Protocol):
 
 @dataclass
 class RoundRecord:
-    """What happened in one round, handed to callbacks."""
+    """What happened in one round, handed to callbacks. ``rewards`` and ``infos`` hold the
+    nodes that played it: not those offline, leaving or joining (``sapo_env.churn``)."""
 
     round: int
     observations: dict[str, Observation]  #: after the step (holding the assembled batches)
-    actions: dict[str, Action]
+    actions: dict[str, Action | None]  #: None: the node sat the round out
     rewards: dict[str, float]
     infos: dict[str, dict[str, Any]]
     learn_metrics: dict[str, dict[str, float]]
@@ -255,10 +257,14 @@ def play_round(
     round_ = env.round
     actions = _act(agents, {a: observations[a] for a in env.agents})
     for a, j in (num_external or {}).items():
-        actions[a] = {**actions[a], "num_external": j}
+        if actions[a] is not None and not is_leave(actions[a]):  # sitting out or leaving
+            actions[a] = {**actions[a], "num_external": j}
     observations, rewards, _, _, infos = env.step(actions)
-    learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in rewards}
-    return RoundRecord(round_, observations, actions, rewards, infos, learned)
+    # only the nodes that played the round learn and are recorded (sapo_env.churn)
+    played = [a for a in rewards if infos[a].get("status", "online") == "online"]
+    learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in played}
+    return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
+                       {a: infos[a] for a in played}, learned)
 
 
 def _history_so_far(history: History, rounds: int) -> dict[str, Any]:

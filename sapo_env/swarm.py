@@ -51,7 +51,7 @@ import pettingzoo
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import parallel_to_aec, wrappers
 
-from sapo_env import env_state, spaces
+from sapo_env import churn, env_state, spaces
 from sapo_env.actions import ParsedAction, parse_actions
 from sapo_env.adversaries import tamper
 from sapo_env.answers import get_extractor
@@ -151,7 +151,7 @@ class SwarmEnv(ParallelEnv):
         self._batches: dict[str, tuple[Group, ...]] = {a: () for a in self.possible_agents}
         self._num_external = {a: self.config.initial_num_external(a)
                               for a in self.possible_agents}
-        self.agents = list(self.possible_agents)
+        self.agents = churn.present_at_start(self.possible_agents, self.config.join_rounds)
         self.round = 0
         self._drawn = self._draw_questions()
         self._last_round = None
@@ -163,15 +163,20 @@ class SwarmEnv(ParallelEnv):
         return env_state.capture(self)
 
     def step(self, actions: dict[str, Any]):
-        """One synchronous round: validate, score, publish, assemble, return."""
+        """One synchronous round: validate, score, publish, assemble, return. A live node's
+        action may also be ``None`` (offline this round) or ``{"leave": True}`` (it leaves);
+        late joiners join (``sapo_env.churn``)."""
         if self._questions is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
             raise RuntimeError("step() called on a finished run: call reset() first")
-        parsed = parse_actions(actions, {a: len(self._drawn[a]) for a in self.agents},
-                               self.config)
-        scores = self._score(parsed)  # node -> (questions, L)
-        flat = np.concatenate(list(scores.values()))  # every group of the round, node by node
+        playing, offline, leaving = churn.split_actions(actions, self.agents)
+        parsed = parse_actions(playing, {a: len(self._drawn[a]) for a in self.agents
+                                         if a not in offline and a not in leaving}, self.config)
+        scores = self._score(parsed)  # node -> (questions, L), for the nodes that play
+        L = self.config.completions_per_question
+        # every group of the round, node by node
+        flat = np.concatenate([*scores.values(), np.zeros((0, L), np.float32)])
         groups = self._groups(parsed, scores, flat)
         # Publishing and assembly run the config's filter and sampler, which may be user code
         # that raises: then the pools and sampling streams are put back as they were.
@@ -179,29 +184,37 @@ class SwarmEnv(ParallelEnv):
         try:
             rejected = self._publish(groups, parsed)
             sampler = self._external_sampler(rejected)
-            assemblies = {a: self._assemble(a, groups[a], sampler) for a in self.agents}
+            assemblies = {a: self._assemble(a, groups[a], sampler) for a in parsed}
             infos = self._infos(groups, scores, flat, parsed, assemblies, rejected)
             for a in self._replay:  # after assembly: a node replays only earlier rounds
-                self._replay[a].publish(self.round, groups[a])
+                self._replay[a].publish(self.round, groups.get(a, []))
         except BaseException:
             self._restore_sharing_state(saved)
             raise
         # A node that answered nothing (J = train_budget) earned nothing this round.
-        rewards = {a: float(scores[a].mean()) if scores[a].size else 0.0 for a in self.agents}
-        self._batches = {a: assemblies[a].batch for a in self.agents}
+        rewards = {a: float(scores[a].mean()) if scores[a].size else 0.0 for a in parsed}
+        self._batches = {a: assemblies[a].batch if a in parsed else ()
+                         for a in self.possible_agents}
         self._last_round = (self.round, len(self._pool), rewards, dict(self._num_external),
                             assemblies)
 
         self.round += 1
         finished = self.round >= self.config.max_rounds
-        self._num_external = {a: parsed[a].num_external for a in self.agents}
+        joining = churn.joining_at(self.config.join_rounds, self.round)
+        for status, nodes in (("offline", offline), ("left", leaving), ("joined", joining)):
+            rewards.update(dict.fromkeys(nodes, 0.0))
+            infos.update({a: churn.absent_info(status, self._num_external[a]) for a in nodes})
+        self._num_external.update({a: parsed[a].num_external for a in parsed})
+        returning = [a for a in self.possible_agents if a in rewards]  # every key, node order
+        self.agents = [a for a in returning if a not in leaving]
         self._drawn = self._draw_questions()
-        observations = self._observations()
-        terminations = {a: False for a in self.agents}
-        truncations = {a: finished for a in self.agents}
+        observations = self._observations(returning)
+        terminations = {a: a in leaving for a in returning}
+        truncations = {a: finished and a not in leaving for a in returning}
         if finished:
             self.agents = []
-        return observations, rewards, terminations, truncations, infos
+        return (observations, {a: rewards[a] for a in returning}, terminations, truncations,
+                {a: infos[a] for a in returning})
 
     def _draw_questions(self) -> dict[str, list]:
         """This round's questions: as many per node as its J in force asks for."""
@@ -229,13 +242,13 @@ class SwarmEnv(ParallelEnv):
         whose scoring failed score 0 and are counted per node in ``_scoring_failures``."""
         L = self.config.completions_per_question
         limits = self.config.scoring_limits
-        self._scoring_failures = {a: no_failures() for a in self.agents}  # read by _infos
+        self._scoring_failures = {a: no_failures() for a in parsed}  # read by _infos
         return {
             a: np.array([score_completions(d, completions, self._extract, limits,
                                            self._scoring_failures[a])
                          for d, completions in zip(self._drawn[a], parsed[a].completions)],
                         dtype=np.float32).reshape(len(self._drawn[a]), L)
-            for a in self.agents
+            for a in parsed
         }
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
@@ -243,7 +256,7 @@ class SwarmEnv(ParallelEnv):
         """Every node's groups, with advantages computed for all of them in one call."""
         advantages = group_advantages(flat, self.config.advantage_eps)
         groups, row = {}, 0
-        for a in self.agents:
+        for a in parsed:
             groups[a] = [make_group(a, self.round, k, d.question, reference_answer(d.entry),
                                     parsed[a].completions[k], scores[a][k], advantages[row + k],
                                     self.config.system_prompt)
@@ -255,7 +268,7 @@ class SwarmEnv(ParallelEnv):
                  ) -> Counter:
         """Send the shared groups (forged on the way by adversaries), keep those that pass
         verification, add them to the pool; the rejected groups counted by source."""
-        built = [g for a in self.agents for g, s in zip(groups[a], parsed[a].share) if s]
+        built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share) if s]
         c = self.config
         sent = tamper(built, c.adversaries, self._extract, c.advantage_eps)
         rejected: Counter = Counter()
@@ -293,12 +306,12 @@ class SwarmEnv(ParallelEnv):
     def _infos(self, groups, scores, flat, parsed, assemblies, rejected
                ) -> dict[str, dict[str, Any]]:
         """Per-node facts of the round; deterministic values only (no timings)."""
-        taken = Counter(g["source"] for a in self.agents for g in assemblies[a].batch
+        taken = Counter(g["source"] for a in parsed for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
         # every group's mean and zero-advantage flag in one call, then sliced per node
         all_means, all_zero = flat.mean(axis=1).tolist(), has_zero_advantage(flat).tolist()
         infos, row = {}, 0
-        for a in self.agents:
+        for a in parsed:
             end = row + len(scores[a])
             group_means, zero = all_means[row:end], all_zero[row:end]
             row = end
@@ -308,6 +321,7 @@ class SwarmEnv(ParallelEnv):
             shared = [m for m, s in zip(group_means, parsed[a].share) if s]
             source, others = self._external_source(a)
             infos[a] = {
+                "status": "online",
                 "num_external": self._num_external[a],
                 "generated_completions": int(scores[a].size),
                 "task_scores": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
@@ -328,16 +342,18 @@ class SwarmEnv(ParallelEnv):
             }
         return infos
 
-    def _observations(self) -> dict[str, Observation]:
+    def _observations(self, nodes: list[str] | None = None) -> dict[str, Observation]:
+        """The observations of ``nodes`` (default: the live ones); a node that just left
+        gets one with no questions."""
         c = self.config
         return {
             a: make_observation(
                 round=self.round, system_prompt=c.system_prompt,
                 completions_per_question=c.completions_per_question,
                 train_budget=c.train_budget, num_external=self._num_external[a],
-                questions=tuple(d.question for d in self._drawn[a]),
+                questions=tuple(d.question for d in self._drawn.get(a, ())),
                 pool=self._pool.from_others(a), batch=self._batches[a])
-            for a in self.agents
+            for a in (self.agents if nodes is None else nodes)
         }
 
     def render(self) -> str | None:

@@ -288,7 +288,7 @@ def test_infos_are_complete(small_env):
     assert infos == {a: {} for a in small_env.agents}
     _, _, _, _, infos = small_env.step(mixed_actions(observations))
     assert set(infos["node_0"]) == {
-        "num_external", "generated_completions", "task_scores", "local_groups",
+        "status", "num_external", "generated_completions", "task_scores", "local_groups",
         "external_groups", "local_shortfall", "external_shortfall", "pool_size",
         "pool_size_filtered", "pool_mean_reward_filtered", "zero_advantage_fraction",
         "shared_groups", "shared_mean_reward", "taken_by_others", "scoring_failures",
