@@ -1,6 +1,6 @@
-"""One run's arrays on disk, shared by the harnesses (reproduce, bench-ratio,
-format-propagation): written atomically, read back, recognised when resuming; and running
-the runs (``run_all``).
+"""One run's arrays on disk, shared by the harnesses (reproduce, bench-ratio, attack,
+format-propagation): written atomically, read back, recognised when resuming; running the runs
+(``run_all``); and the sweep's ``summary.json`` (``write_summary``).
 
 A run file is a compressed ``.npz`` holding the run's arrays and ``meta``, a JSON object whose
 ``key`` digests every setting that determines the run's outcome: a file whose key matches the
@@ -9,8 +9,10 @@ run asked for is that run, finished.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
+import platform
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -68,3 +70,20 @@ def run_all(run_one: Callable[[Any], Any], todo: Sequence[Any], done: int, jobs:
                     bar.update()
     finally:
         bar.close()
+
+
+def machine_description() -> str:
+    return (f"{platform.node() or 'unknown host'}: {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def write_summary(path: Path, seconds: float, jobs: int, settings: Mapping[str, Any],
+                  **results: Any) -> Path:
+    """A sweep's ``summary.json``: when and where it ran, its wall time (this call's, not the
+    resumed runs'), its workers and settings, then ``results`` (its table rows, run times)."""
+    path.write_text(json.dumps({
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(), "wall_seconds": round(seconds, 1), "jobs": jobs,
+        "settings": dict(settings), **results}, indent=2, default=str) + "\n")
+    return path

@@ -3,8 +3,6 @@ processes, resumable; then the tables, the figure and the summary."""
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -24,8 +22,7 @@ from experiments.attack.config import (
 )
 from experiments.attack.report import Cell, format_markdown, plot_attacks, summarise
 from experiments.reproduce.config import seeds_of
-from experiments.reproduce.sweep import machine_description
-from experiments.run_files import is_finished, load_run, run_all, save_run
+from experiments.run_files import is_finished, load_run, run_all, save_run, write_summary
 
 
 def attack_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -113,13 +110,9 @@ def attack(config: AttackConfig | None = None) -> AttackResult:
     if config.plots:
         files.append(plot_attacks(config, cells, out / "honest_reward.png"))
     seconds = time.perf_counter() - started
-    files.append(out / "summary.json")
-    files[-1].write_text(json.dumps({
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(), "wall_seconds": round(seconds, 1), "jobs": jobs,
+    files.append(write_summary(
+        out / "summary.json", seconds, jobs, settings_dict(config),
         # the runs' own time, kept across resumes (wall_seconds counts only this call)
-        "run_seconds_total": round(sum(r["meta"]["seconds"] for rs in runs.values()
-                                       for r in rs), 1),
-        "settings": settings_dict(config), "cells": [asdict(c) for c in cells],
-    }, indent=2, default=str) + "\n")
+        run_seconds_total=round(sum(r["meta"]["seconds"] for rs in runs.values() for r in rs), 1),
+        cells=[asdict(x) for x in cells]))
     return AttackResult(config, cells, files, seconds)

@@ -3,8 +3,6 @@ resumable; then the table and the figure."""
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -16,8 +14,7 @@ import numpy as np
 from experiments.bench_ratio.config import BenchConfig, RunSpec, settings_dict, spec_of
 from experiments.bench_ratio.report import Row, format_markdown, plot_num_external, summarise
 from experiments.reproduce.config import seeds_of
-from experiments.reproduce.sweep import machine_description
-from experiments.run_files import is_finished, load_run, run_all, save_run
+from experiments.run_files import is_finished, load_run, run_all, save_run, write_summary
 
 
 def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -83,13 +80,9 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
     if config.plots:
         files.append(plot_num_external(config, runs, out / "num_external.png"))
     seconds = time.perf_counter() - started
-    files.append(out / "summary.json")
-    files[-1].write_text(json.dumps({
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(), "wall_seconds": round(seconds, 1), "jobs": jobs,
+    files.append(write_summary(
+        out / "summary.json", seconds, jobs, settings_dict(config),
         # the runs' own time, kept across resumes (wall_seconds counts only this call)
-        "run_seconds_total": round(sum(r["meta"]["seconds"] for rs in runs.values()
-                                       for r in rs), 1),
-        "settings": settings_dict(config), "rows": [asdict(r) for r in rows],
-    }, indent=2, default=str) + "\n")
+        run_seconds_total=round(sum(r["meta"]["seconds"] for rs in runs.values() for r in rs), 1),
+        rows=[asdict(x) for x in rows]))
     return BenchResult(config, rows, files, seconds)

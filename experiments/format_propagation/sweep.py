@@ -4,8 +4,6 @@ then the table, the figure and a summary."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import json
 import logging
 import os
 import time
@@ -16,8 +14,7 @@ from typing import Any
 from experiments.format_propagation.config import FormatConfig, RunSpec
 from experiments.format_propagation.report import Row, format_markdown, plot_figure, summarise
 from experiments.format_propagation.run import finished, run_one
-from experiments.reproduce.sweep import machine_description
-from experiments.run_files import load_run, run_all
+from experiments.run_files import load_run, run_all, write_summary
 
 logger = logging.getLogger(__name__)
 
@@ -76,18 +73,11 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
     if config.plots:
         files.append(plot_figure(config, runs))
     seconds = time.perf_counter() - started
-    summary = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(),
-        "wall_seconds": round(seconds, 1),
-        "jobs": jobs,
-        "run_seconds": {spec.name: round(runs[spec.condition][spec.seed_index]["meta"]
-                                         ["seconds"], 1) for spec in specs},
-        "settings": {f.name: (getattr(config, f.name) if f.name != "model"
-                              else config.model_name())
-                     for f in dataclasses.fields(config)},
-        "rows": [dataclasses.asdict(r) for r in rows],
-    }
-    files.append(out / "summary.json")
-    files[-1].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    files.append(write_summary(
+        out / "summary.json", seconds, jobs,
+        {f.name: (getattr(config, f.name) if f.name != "model" else config.model_name())
+         for f in dataclasses.fields(config)},
+        run_seconds={spec.name: round(runs[spec.condition][spec.seed_index]["meta"]["seconds"], 1)
+                     for spec in specs},
+        rows=[dataclasses.asdict(r) for r in rows]))
     return FormatResult(config, rows, runs, files, seconds)

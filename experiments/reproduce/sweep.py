@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import json
 import logging
 import os
-import platform
 import shutil
 import time
 from dataclasses import dataclass
@@ -20,7 +17,7 @@ from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
 from experiments.reproduce.figures import plot_figures
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
-from experiments.run_files import is_finished, load_run, run_all, save_run
+from experiments.run_files import is_finished, load_run, run_all, save_run, write_summary
 from sapo_env.checkpoint import Checkpoint, require_state_dicts
 from sapo_env.runner import Callback
 
@@ -133,12 +130,6 @@ def run_one(spec: RunSpec) -> Path:
     return path
 
 
-def machine_description() -> str:
-    return (f"{platform.node() or 'unknown host'}: {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
-
-
 def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     """Run (or resume) the sweep and write the table, figures and summary to ``config.out``."""
     config = config or ReproduceConfig()
@@ -165,17 +156,10 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     if config.plots:
         files += plot_figures(config, runs)
     seconds = time.perf_counter() - started
-    summary = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(),
-        "wall_seconds": round(seconds, 1),
-        "run_seconds": {spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]
-                                         ["seconds"], 1) for spec in specs},
-        "jobs": jobs,
-        "settings": {k: (str(v) if isinstance(v, Path) else v)
-                     for k, v in dataclasses.asdict(config).items()},
-        "rows": [dataclasses.asdict(r) for r in rows],
-    }
-    files.append(out / "summary.json")
-    files[-1].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    files.append(write_summary(
+        out / "summary.json", seconds, jobs,
+        {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
+        run_seconds={spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]["seconds"], 1)
+                     for spec in specs},
+        rows=[dataclasses.asdict(r) for r in rows]))
     return ReproduceResult(config, rows, runs, files, seconds)
