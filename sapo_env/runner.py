@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -76,6 +77,17 @@ class JointMember(Agent, Protocol):
     alone, through its own ``act``)."""
 
     joint_actor: JointActor | None
+
+
+@runtime_checkable
+class ConcurrentAgent(Agent, Protocol):
+    """An agent that runs elsewhere (a Ray actor: ``agents.remote``): ``submit_act`` and
+    ``submit_learn`` start the call and return a ``concurrent.futures.Future`` of its result,
+    so the runner starts every such node's call before it waits for any."""
+
+    def submit_act(self, observation: Observation) -> Future: ...
+
+    def submit_learn(self, batch: Sequence[Group]) -> Future: ...
 
 
 @runtime_checkable
@@ -255,14 +267,14 @@ def play_round(
     ``num_external`` names the node), the env steps, every node that got a reward learns.
     The record's ``round`` is the round played and its ``observations`` those after the step."""
     round_ = env.round
-    actions = _act(agents, {a: observations[a] for a in env.agents})
+    actions = act_all(agents, {a: observations[a] for a in env.agents})
     for a, j in (num_external or {}).items():
         if actions[a] is not None and not is_leave(actions[a]):  # sitting out or leaving
             actions[a] = {**actions[a], "num_external": j}
     observations, rewards, _, _, infos = env.step(actions)
     # only the nodes that played the round learn and are recorded (sapo_env.churn)
     played = [a for a in rewards if infos[a].get("status", "online") == "online"]
-    learned = {a: dict(agents[a].learn(observations[a]["batch"]) or {}) for a in played}
+    learned = learn_all(agents, {a: observations[a]["batch"] for a in played})
     return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
                        {a: infos[a] for a in played}, learned)
 
@@ -302,16 +314,33 @@ def _by_name(env: Any, agents: Mapping[str, Agent] | Sequence[Agent]) -> dict[st
     return dict(zip(names, agents))
 
 
-def _act(agents: Mapping[str, Agent], observations: dict[str, Observation]) -> dict[str, Action]:
-    """Each node's action; nodes sharing a joint actor act in one call."""
+def act_all(agents: Mapping[str, Agent], observations: Mapping[str, Observation]
+            ) -> dict[str, Action]:
+    """The action of each node of ``observations``: nodes sharing a joint actor act in one
+    call, remote nodes (``ConcurrentAgent``) all at once, while the others act."""
     actions: dict[str, Action] = {}
     joint: dict[int, tuple[JointActor, dict[str, Observation]]] = {}
+    pending = {a: agents[a].submit_act(o) for a, o in observations.items()
+               if isinstance(agents[a], ConcurrentAgent)}  # they work while the others act
     for a, observation in observations.items():
         agent = agents[a]
+        if a in pending:
+            continue
         if isinstance(agent, JointMember) and agent.joint_actor is not None:
             joint.setdefault(id(agent.joint_actor), (agent.joint_actor, {}))[1][a] = observation
         else:
             actions[a] = agent.act(observation)
     for actor, group in joint.values():
         actions.update(actor.act_jointly(group))
+    actions.update({a: future.result() for a, future in pending.items()})
     return {a: actions[a] for a in observations}
+
+
+def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]]
+              ) -> dict[str, dict[str, float]]:
+    """Each node's learn metrics from its batch; remote nodes learn at the same time."""
+    pending = {a: agents[a].submit_learn(b) for a, b in batches.items()
+               if isinstance(agents[a], ConcurrentAgent)}
+    learned = {a: agents[a].learn(b) for a, b in batches.items() if a not in pending}
+    learned.update({a: future.result() for a, future in pending.items()})
+    return {a: dict(learned[a] or {}) for a in batches}

@@ -1,0 +1,175 @@
+"""Nodes in Ray actors: ``remote(factory, num_cpus=1, num_gpus=0)`` builds ``factory()`` inside
+its own Ray actor (its own process, on any machine of the cluster) and returns a local handle
+that is an agent like any other. The env stays in the driver; ``sapo_env.run`` starts every
+remote node's ``act`` (then ``learn``) before it waits for any, so the nodes work at the same
+time. A round is synchronous: the run is exactly the in-process run for the same seed, since
+each node computes what it would compute at home (``tests/test_remote.py`` checks it).
+
+Use::
+
+    import ray
+    from agents.remote import remote_swarm
+    from agents.simulated import SimulatedLearner
+
+    ray.init()                          # or ray.init(address="auto") on a cluster
+    nodes = remote_swarm({a: partial(SimulatedLearner, seed=i) ...}, num_cpus=1)
+    history = sapo_env.run(env, nodes, seed=0)
+
+``factory`` is called in the actor: pass a function (a class, a ``functools.partial``), not a
+built agent, so that a model is loaded where it runs. ``num_gpus=1`` gives the actor one GPU
+(Ray sets ``CUDA_VISIBLE_DEVICES``; the GRPO agent's ``device="auto"`` then picks it). Ratio
+policies stay in the driver and work unchanged. What the actor's agent offers besides
+``act``/``learn`` (``state_dict``, ``save``, ...) is reached through :meth:`RemoteAgent.call`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from sapo_env.runner import act_all
+from sapo_env.types import Action, Group, Observation
+
+
+class _Node:
+    """The Ray actor: holds one agent and runs its methods."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self.agent = factory()
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.agent, method)(*args, **kwargs)
+
+
+class RemoteAgent:
+    """A handle on an agent that lives in a Ray actor (see the module docstring)."""
+
+    def __init__(self, factory: Callable[[], Any], num_cpus: float = 1, num_gpus: float = 0,
+                 **actor_options: Any):
+        import ray  # the ray extra: pip install "sapo-env[ray]"
+
+        if not callable(factory):
+            raise TypeError(f"factory must be a callable that builds the agent, got {factory!r}")
+        if not ray.is_initialized():
+            raise RuntimeError("call ray.init() (or ray.init(address=...)) before building "
+                               "remote nodes")
+        actor = ray.remote(_Node).options(num_cpus=num_cpus, num_gpus=num_gpus, **actor_options)
+        self.actor = actor.remote(factory)
+
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        """Start ``agent.method(*args, **kwargs)`` in the actor; a future of its result."""
+        return self.actor.call.remote(method, *args, **kwargs).future()
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``agent.method(*args, **kwargs)`` in the actor, waited for."""
+        return self.submit(method, *args, **kwargs).result()
+
+    def submit_act(self, observation: Observation) -> Future:
+        return self.submit("act", observation)
+
+    def submit_learn(self, batch: Sequence[Group]) -> Future:
+        return self.submit("learn", batch)
+
+    def act(self, observation: Observation) -> Action:
+        return self.call("act", observation)
+
+    def learn(self, batch: Sequence[Group]) -> Any:
+        return self.call("learn", batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.call("state_dict")
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.call("load_state_dict", state)
+
+    def kill(self) -> None:
+        """End the actor (its agent and whatever it holds)."""
+        import ray
+
+        ray.kill(self.actor)
+
+
+def remote(factory: Callable[[], Any], num_cpus: float = 1, num_gpus: float = 0,
+           **actor_options: Any) -> RemoteAgent:
+    """``factory()`` in its own Ray actor with these resources (``actor_options`` go to
+    ``ray.remote(...).options``: ``resources``, ``scheduling_strategy``, ...)."""
+    return RemoteAgent(factory, num_cpus=num_cpus, num_gpus=num_gpus, **actor_options)
+
+
+def remote_swarm(factories: Mapping[str, Callable[[], Any]], num_cpus: float = 1,
+                 num_gpus: float = 0, **actor_options: Any) -> dict[str, RemoteAgent]:
+    """One actor per node, each with the same resources: node name -> ``RemoteAgent``."""
+    return {a: remote(f, num_cpus, num_gpus, **actor_options) for a, f in factories.items()}
+
+
+class _Swarm:
+    """The Ray actor of ``remote_joint``: owns several nodes (a LoRA swarm on one base)."""
+
+    def __init__(self, factory: Callable[[], Mapping[str, Any] | Sequence[Any]]):
+        agents = factory()
+        self.agents = dict(agents) if isinstance(agents, Mapping) else \
+            {f"node_{i}": a for i, a in enumerate(agents)}
+
+    def names(self) -> list[str]:
+        return list(self.agents)
+
+    def act(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
+        return act_all(self.agents, observations)
+
+    def call(self, node: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.agents[node], method)(*args, **kwargs)
+
+
+class _RemoteJointActor:
+    """The runner's ``JointActor`` for the nodes of one ``_Swarm`` actor: one remote call."""
+
+    def __init__(self, actor: Any):
+        self.actor = actor
+
+    def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
+        return self.actor.act.remote(dict(observations)).future().result()
+
+
+class RemoteMember:
+    """A handle on one node of a ``remote_joint`` actor: it acts with its actor-mates in one
+    call (a ``JointMember``) and learns in the actor."""
+
+    def __init__(self, joint_actor: _RemoteJointActor, name: str):
+        self.joint_actor = joint_actor
+        self.name = name
+
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        return self.joint_actor.actor.call.remote(self.name, method, *args, **kwargs).future()
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self.submit(method, *args, **kwargs).result()
+
+    def act(self, observation: Observation) -> Action:
+        return self.joint_actor.act_jointly({self.name: observation})[self.name]
+
+    def learn(self, batch: Sequence[Group]) -> Any:
+        return self.call("learn", batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.call("state_dict")
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.call("load_state_dict", state)
+
+
+def remote_joint(factory: Callable[[], Mapping[str, Any] | Sequence[Any]],
+                 num_cpus: float = 1, num_gpus: float = 0, **actor_options: Any
+                 ) -> dict[str, RemoteMember]:
+    """Several nodes in one Ray actor, for nodes that share a model (``agents.lora.lora_swarm``
+    on one base): ``factory()`` returns them (a mapping node -> agent, or a list named
+    ``node_0``, ``node_1``, ...) and they act in one call per round, as in process."""
+    import ray
+
+    if not ray.is_initialized():
+        raise RuntimeError("call ray.init() (or ray.init(address=...)) before building "
+                           "remote nodes")
+    actor = ray.remote(_Swarm).options(num_cpus=num_cpus, num_gpus=num_gpus,
+                                       **actor_options).remote(factory)
+    joint = _RemoteJointActor(actor)
+    return {name: RemoteMember(joint, name) for name in ray.get(actor.names.remote())}

@@ -1,0 +1,167 @@
+"""Nodes in Ray actors (agents.remote): a synchronous run on ray.init(num_cpus=2) is exactly the
+in-process run for the same seed, with simulated learners and with tiny language models; the
+runner starts every remote call before waiting; Ray's processes and files are gone after."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sapo_env
+from agents import DemonstratorAgent
+from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
+from sapo_env.runner import ConcurrentAgent
+
+ray = pytest.importorskip("ray")
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A 2-CPU local Ray for this module, shut down and its temp folder removed after."""
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are limited
+    path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
+    assert not os.path.exists(temp)
+
+
+def simulated_factories(names, seed):
+    """The learners simulated_swarm(names, seed) builds, as factories to build them anywhere."""
+    children = np.random.SeedSequence(seed).spawn(len(names))
+    return {a: partial(SimulatedLearner, SimulatedLearnerConfig(num_external=4), child)
+            for a, child in zip(names, children)}
+
+
+def test_a_remote_simulated_swarm_runs_exactly_as_in_process(local_ray):
+    from agents.remote import remote_swarm
+
+    env = sapo_env.parallel_env(n=4, max_rounds=25)
+    # fresh factories for each run: a SeedSequence counts the children spawned from it
+    here = sapo_env.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 3)
+                              .items()}, seed=5, progress=False)
+    nodes = remote_swarm(simulated_factories(env.possible_agents, 3), num_cpus=0.5)
+    assert all(isinstance(n, ConcurrentAgent) for n in nodes.values())
+    there = sapo_env.run(sapo_env.parallel_env(n=4, max_rounds=25), nodes, seed=5,
+                         progress=False)
+    np.testing.assert_array_equal(here.rewards, there.rewards)
+    np.testing.assert_array_equal(here.num_external, there.num_external)
+    assert here.learn_metrics == there.learn_metrics
+    state = nodes["node_0"].state_dict()  # what the actor's agent offers, through call
+    assert nodes["node_0"].call("state_dict").keys() == state.keys()
+    for node in nodes.values():
+        node.kill()
+
+
+def tiny_grpo_agent(seed):
+    """A GRPO node on a 2-layer Llama (tests/tiny_lm.py), built where it is called."""
+    import torch
+    from tiny_lm import char_tokenizer, tiny_llama
+
+    from agents import GRPOAgent, GRPOConfig
+
+    torch.set_num_threads(1)
+    tok = char_tokenizer()
+    config = GRPOConfig(max_new_tokens=8, learning_rate=1e-2, device="cpu")
+    return GRPOAgent(tiny_llama(tok, seed=0), tok, config, seed=seed)
+
+
+def test_remote_language_model_nodes_run_exactly_as_in_process(local_ray):
+    pytest.importorskip("torch")
+    from agents.remote import remote
+
+    def swarm(make):
+        env = sapo_env.parallel_env(n=2, max_rounds=2, completions_per_question=2,
+                                    train_budget=2, num_external=1, tasks=["basic_arithmetic"])
+        nodes = {a: make(partial(tiny_grpo_agent, seed=i))
+                 for i, a in enumerate(env.possible_agents)}
+        return sapo_env.run(env, nodes, seed=0, progress=False)
+
+    here = swarm(lambda factory: factory())
+    there = swarm(partial(remote, num_cpus=1))
+    np.testing.assert_array_equal(here.rewards, there.rewards)
+    assert here.learn_metrics[-1].keys() == there.learn_metrics[-1].keys()
+    for a, metrics in here.learn_metrics[-1].items():
+        for key in ("loss", "grad_norm", "tokens"):
+            assert metrics[key] == there.learn_metrics[-1][a][key]
+
+
+class Slow:
+    """A scripted node whose act and learn take 0.5 s each."""
+
+    def __init__(self, seed):
+        self.inner = DemonstratorAgent(seed=seed)
+
+    def act(self, observation):
+        time.sleep(0.5)
+        return self.inner.act(observation)
+
+    def learn(self, batch):
+        time.sleep(0.5)
+
+
+def test_the_runner_starts_every_remote_call_before_waiting(local_ray):
+    from agents.remote import remote
+
+    env = sapo_env.parallel_env(n=2, max_rounds=2)
+    nodes = {a: remote(partial(Slow, i), num_cpus=1) for i, a in enumerate(env.possible_agents)}
+    nodes["node_0"].call("act", env.reset(seed=0)[0]["node_0"])  # actors up before timing
+    start = time.perf_counter()
+    sapo_env.run(env, nodes, seed=0, progress=False)
+    # 2 rounds of act + learn: 2 s if the two nodes work at once, 4 s one after the other
+    assert time.perf_counter() - start < 3.2
+
+
+def test_remote_needs_ray_started_and_a_factory():
+    from agents.remote import remote
+
+    if not ray.is_initialized():
+        with pytest.raises(RuntimeError, match="ray.init"):
+            remote(partial(DemonstratorAgent, seed=0))
+    with pytest.raises(TypeError, match="factory"):
+        remote(DemonstratorAgent(seed=0))
+    assert "ray" in sys.modules
+
+
+def tiny_lora_swarm():
+    """Two LoRA nodes on one tiny base, built where it is called."""
+    import torch
+    from tiny_lm import char_tokenizer, tiny_llama
+
+    from agents import GRPOConfig
+    from agents.lora import lora_swarm
+
+    torch.set_num_threads(1)
+    tok = char_tokenizer()
+    config = GRPOConfig(max_new_tokens=8, learning_rate=1e-2, device="cpu")
+    return lora_swarm(tiny_llama(tok, seed=0), 2, config, tokenizer=tok, num_external=1, seed=0)
+
+
+def test_a_lora_swarm_in_one_actor_runs_exactly_as_in_process(local_ray):
+    pytest.importorskip("peft")
+    from agents.remote import RemoteMember, remote_joint
+
+    def run(nodes):
+        env = sapo_env.parallel_env(n=2, max_rounds=2, completions_per_question=2,
+                                    train_budget=2, num_external=1, tasks=["basic_arithmetic"])
+        return sapo_env.run(env, nodes, seed=0, progress=False)
+
+    here = run(tiny_lora_swarm())
+    nodes = remote_joint(tiny_lora_swarm, num_cpus=1)
+    assert list(nodes) == ["node_0", "node_1"]
+    assert all(isinstance(n, RemoteMember) for n in nodes.values())
+    there = run(nodes)
+    np.testing.assert_array_equal(here.rewards, there.rewards)
+    for a, metrics in here.learn_metrics[-1].items():
+        assert metrics["loss"] == there.learn_metrics[-1][a]["loss"]
