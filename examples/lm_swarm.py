@@ -19,6 +19,13 @@ tokens, the nine reasoning-gym tasks, strict <answer> format, Adam at 1e-6, no K
 0.2/0.28, 2000 rounds, no demonstrator. Any flag overrides the preset, e.g. --lora to put
 the 8 nodes on one shared base.
 
+On Ray (``pip install "sapo-env[ray]"``), each LM node in its own actor, one GPU each, on one
+machine or a cluster (the LoRA swarm is one actor that owns the base):
+
+    python examples/lm_swarm.py --preset paper --ray-address local --gpus-per-node 1
+    ray start --head                   # then, on each other machine: ray start --address=HEAD:6379
+    python examples/lm_swarm.py --preset paper --ray-address auto --gpus-per-node 1
+
 Run:  python examples/lm_swarm.py [--rounds 10] [--preset laptop|paper] [--help]
 """
 
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch CPU threads, GRPOConfig.torch_threads (default: torch's choice); "
              "1 is much faster on a CPU shared with other work")
     add("--save-dir", type=Path, help="save every LM node here at the end")
+    add("--ray-address", help="run the LM nodes in Ray actors: 'local' starts Ray here, "
+        "'auto' or HOST:PORT joins a running cluster (default: in this process)")
+    add("--gpus-per-node", type=float, default=0,
+        help="with --ray-address: GPUs for each LM node's actor (the LoRA swarm's one actor)")
     return parser
 
 
@@ -135,12 +147,22 @@ def main(argv: list[str] | None = None) -> sapo_env.History:
           f"), {v['demonstrators']} demonstrator(s), questions "
           f"{v['questions'] or v['train_budget'] - v['num_external']} L={v['completions']} "
           f"I+J={v['train_budget']} J={v['num_external']}, {v['rounds']} rounds", flush=True)
-    if v["lora"]:
-        lm_agents = lora_swarm(v["model"], v["n"], config, num_external=v["num_external"],
-                               seed=streams[-1])
+    make_swarm = partial(lora_swarm, v["model"], v["n"], config,
+                         num_external=v["num_external"], seed=streams[-1])
+    make_node = [partial(GRPOAgent, v["model"], config=config, num_external=v["num_external"],
+                         seed=streams[i]) for i in range(v["n"])]
+    if args.ray_address is not None:  # the nodes are built in their actors (agents.remote)
+        import ray
+
+        from agents.remote import remote, remote_joint
+
+        if not ray.is_initialized():  # (a caller may have started it)
+            ray.init(address=None if args.ray_address == "local" else args.ray_address)
+        lm_agents = (list(remote_joint(make_swarm, num_gpus=args.gpus_per_node).values())
+                     if v["lora"] else [remote(f, num_gpus=args.gpus_per_node)
+                                        for f in make_node])
     else:
-        lm_agents = [GRPOAgent(v["model"], config=config, num_external=v["num_external"],
-                               seed=streams[i]) for i in range(v["n"])]
+        lm_agents = make_swarm() if v["lora"] else [f() for f in make_node]
     demonstrators = [
         DemonstratorAgent(num_external=v["num_external"],
                           seed=int(streams[v["n"] + k].generate_state(1)[0]))
@@ -155,7 +177,10 @@ def main(argv: list[str] | None = None) -> sapo_env.History:
            for name in history.agents})
     if args.save_dir is not None:
         for name, agent in zip(env.possible_agents, lm_agents):
-            agent.save(args.save_dir / name)
+            if args.ray_address is None:
+                agent.save(args.save_dir / name)
+            else:  # saved where the actor runs: a path on that machine
+                agent.call("save", args.save_dir / name)
         print(f"saved {len(lm_agents)} nodes under {args.save_dir}")
     return history
 

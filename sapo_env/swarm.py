@@ -16,6 +16,8 @@ Arguments (of ``parallel_env``, ``raw_env`` and ``env``):
     n: number of nodes (``SwarmConfig.n_agents``), default 8.
     config: a ``SwarmConfig``; defaults are the paper's.
     render_mode: None or ``"ansi"`` (``render()`` returns a round summary).
+    scoring: where rounds are scored: in process (None) or ``RayScoring(workers=2)``
+        (``sapo_env.round_scoring``).
     **overrides: any ``SwarmConfig`` field, e.g. ``train_budget=8, pool_window=4``;
         ``max_cycles`` is accepted as PettingZoo's name for ``max_rounds``.
 
@@ -60,6 +62,7 @@ from sapo_env.packets import PacketVerifier
 from sapo_env.pool import SharedPool
 from sapo_env.reputation import group_weights, source_reputation
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
+from sapo_env.round_scoring import LocalScoring, Scoring, score_round
 from sapo_env.sampling import (
     Assembly,
     ExternalSampler,
@@ -68,8 +71,7 @@ from sapo_env.sampling import (
     get_sampler,
     sample_weighted,
 )
-from sapo_env.scoring_guard import no_failures
-from sapo_env.tasks import QuestionSource, reference_answer, score_completions
+from sapo_env.tasks import QuestionSource, reference_answer
 from sapo_env.types import Group, Observation, make_observation
 
 
@@ -78,11 +80,13 @@ class SwarmEnv(ParallelEnv):
 
     metadata = {"name": "sapo_swarm_v0", "render_modes": ["ansi"], "is_parallelizable": True}
 
-    def __init__(self, config: SwarmConfig | None = None, render_mode: str | None = None):
+    def __init__(self, config: SwarmConfig | None = None, render_mode: str | None = None,
+                 scoring: Scoring | None = None):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.config = config if config is not None else SwarmConfig()
         self.render_mode = render_mode
+        self._scoring = scoring if scoring is not None else LocalScoring()
         self.possible_agents = list(self.config.agent_names)
         self.agents: list[str] = []
         self.round = 0
@@ -174,9 +178,8 @@ class SwarmEnv(ParallelEnv):
         parsed = parse_actions(playing, {a: len(self._drawn[a]) for a in self.agents
                                          if a not in offline and a not in leaving}, self.config)
         scores = self._score(parsed)  # node -> (questions, L), for the nodes that play
-        L = self.config.completions_per_question
-        # every group of the round, node by node
-        flat = np.concatenate([*scores.values(), np.zeros((0, L), np.float32)])
+        empty = np.zeros((0, self.config.completions_per_question), np.float32)
+        flat = np.concatenate([*scores.values(), empty])  # every group of the round, in order
         groups = self._groups(parsed, scores, flat)
         # Publishing and assembly run the config's filter and sampler, which may be user code
         # that raises: then the pools and sampling streams are put back as they were.
@@ -238,18 +241,11 @@ class SwarmEnv(ParallelEnv):
         return self.config.external_source == "self_replay"
 
     def _score(self, parsed: dict[str, ParsedAction]) -> dict[str, np.ndarray]:
-        """Verifier scores of every completion: per node, shape (its questions, L). Completions
-        whose scoring failed score 0 and are counted per node in ``_scoring_failures``."""
-        L = self.config.completions_per_question
-        limits = self.config.scoring_limits
-        self._scoring_failures = {a: no_failures() for a in parsed}  # read by _infos
-        return {
-            a: np.array([score_completions(d, completions, self._extract, limits,
-                                           self._scoring_failures[a])
-                         for d, completions in zip(self._drawn[a], parsed[a].completions)],
-                        dtype=np.float32).reshape(len(self._drawn[a]), L)
-            for a in parsed
-        }
+        """Per node, (its questions, L) verifier scores; failures counted for ``_infos``."""
+        scores, self._scoring_failures = score_round(
+            self._drawn, {a: parsed[a].completions for a in parsed}, self._extract,
+            self.config.scoring_limits, self.config.completions_per_question, self._scoring)
+        return scores
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
                 flat: np.ndarray) -> dict[str, list[Group]]:
@@ -402,19 +398,23 @@ def _make_config(n: int | None, config: SwarmConfig | None, overrides: dict[str,
 
 
 def parallel_env(n: int | None = None, config: SwarmConfig | None = None,
-                 render_mode: str | None = None, **overrides: Any) -> SwarmEnv:
+                 render_mode: str | None = None, scoring: Scoring | None = None,
+                 **overrides: Any) -> SwarmEnv:
     """The swarm as a PettingZoo ``ParallelEnv`` (see the module docstring)."""
-    return SwarmEnv(_make_config(n, config, overrides), render_mode=render_mode)
+    return SwarmEnv(_make_config(n, config, overrides), render_mode=render_mode,
+                    scoring=scoring)
 
 
 def raw_env(n: int | None = None, config: SwarmConfig | None = None,
-            render_mode: str | None = None, **overrides: Any) -> pettingzoo.AECEnv:
+            render_mode: str | None = None, scoring: Scoring | None = None,
+            **overrides: Any) -> pettingzoo.AECEnv:
     """The swarm as an AEC env (``parallel_to_aec``): nodes act in turn, the round runs when the
     last one has acted."""
-    return parallel_to_aec(parallel_env(n, config, render_mode, **overrides))
+    return parallel_to_aec(parallel_env(n, config, render_mode, scoring, **overrides))
 
 
 def env(n: int | None = None, config: SwarmConfig | None = None,
-        render_mode: str | None = None, **overrides: Any) -> pettingzoo.AECEnv:
+        render_mode: str | None = None, scoring: Scoring | None = None,
+        **overrides: Any) -> pettingzoo.AECEnv:
     """``raw_env`` with PettingZoo's order-enforcing wrapper, as PettingZoo's own envs are."""
-    return wrappers.OrderEnforcingWrapper(raw_env(n, config, render_mode, **overrides))
+    return wrappers.OrderEnforcingWrapper(raw_env(n, config, render_mode, scoring, **overrides))

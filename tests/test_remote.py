@@ -165,3 +165,53 @@ def test_a_lora_swarm_in_one_actor_runs_exactly_as_in_process(local_ray):
     np.testing.assert_array_equal(here.rewards, there.rewards)
     for a, metrics in here.learn_metrics[-1].items():
         assert metrics["loss"] == there.learn_metrics[-1][a]["loss"]
+
+
+def test_scoring_spread_over_ray_workers_gives_the_same_rounds(local_ray):
+    from sapo_env.round_scoring import RayScoring
+
+    def play(scoring):
+        env = sapo_env.parallel_env(n=5, max_rounds=3, scoring=scoring)
+        nodes = {a: DemonstratorAgent(accuracy=0.5, seed=i)
+                 for i, a in enumerate(env.possible_agents)}
+        observations, _ = env.reset(seed=2)
+        rounds = []
+        for _ in range(3):
+            actions = {a: nodes[a].act(observations[a]) for a in env.agents}
+            texts = [list(group) for group in actions["node_1"]["completions"]]
+            texts[0][0] = "<answer>" + "9" * 3000 + "</answer>"  # a failure, counted
+            actions["node_1"] = {**actions["node_1"], "completions": texts}
+            actions["node_3"] = None  # offline: nothing of it is scored
+            observations, rewards, _, _, infos = env.step(actions)
+            rounds.append((rewards, infos, {a: [g["rewards"].tolist() for g in o["batch"]]
+                                            for a, o in observations.items()}))
+        return rounds
+
+    here, there = play(None), play(RayScoring(workers=2))
+    assert here == there
+    assert here[0][1]["node_1"]["scoring_failures"]["too_long"] == 1
+    with pytest.raises(ValueError, match="workers"):
+        RayScoring(workers=0)
+
+
+def test_the_lm_swarm_example_runs_its_nodes_in_actors(local_ray, tmp_path, capsys):
+    pytest.importorskip("peft")
+    import importlib.util
+
+    from tiny_lm import char_tokenizer, tiny_llama
+
+    tok = char_tokenizer()
+    tiny_llama(tok).save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    path = HERE.parent / "examples" / "lm_swarm.py"
+    spec = importlib.util.spec_from_file_location("lm_swarm_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    args = ["--model", str(tmp_path / "tiny"), "--rounds", "2", "--questions", "1",
+            "--completions", "2", "--train-budget", "2", "--num-external", "1",
+            "--max-new-tokens", "6", "--device", "cpu", "--threads", "1"]
+    here = example.main(args)
+    there = example.main(args + ["--ray-address", "local", "--save-dir", str(tmp_path / "saved")])
+    np.testing.assert_array_equal(here.rewards, there.rewards)
+    assert (tmp_path / "saved" / "node_1" / "adapter_model.safetensors").is_file()
+    assert "node_2 (demo) reward 1.000" in capsys.readouterr().out

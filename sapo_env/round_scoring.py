@@ -1,0 +1,101 @@
+"""Scoring a round's completions: in the env's process (the default) or spread over Ray workers.
+
+At n = 512 a round is 16,384 completions and about a second of verifier work on one core.
+``parallel_env(n=512, scoring=RayScoring(workers=2))`` scores them in Ray tasks instead (call
+``ray.init()`` first): the questions go to the workers as their refs and reasoning-gym entries,
+each worker rebuilds the same datasets (cached) and scores with the same guarded, safe scorers,
+so the scores and failure counts are the ones the env computes in process (the tests check it).
+Per-completion time limits hold in a worker too when Ray runs the task in the worker's main
+thread (its default); otherwise the guard warns and scores without one
+(``sapo_env.scoring_guard``). A ``Scoring`` is a run-time resource, not a setting: it is an
+argument of the env, not a ``SwarmConfig`` field, and a state or checkpoint does not hold it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from sapo_env.answers import AnswerExtractor
+from sapo_env.scoring_guard import ScoringLimits, no_failures
+from sapo_env.tasks import DrawnQuestion, dataset_of
+
+#: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions).
+Job = tuple[Mapping[str, Any], Mapping[str, Any], Sequence[str]]
+
+
+class Scoring(Protocol):
+    """Scores many questions' completions; one ``(scores, failures)`` per question, in order."""
+
+    def score(self, drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]],
+              extract: AnswerExtractor, limits: ScoringLimits
+              ) -> list[tuple[np.ndarray, dict[str, int]]]: ...
+
+
+class LocalScoring:
+    """In the env's process, one question after another (the default)."""
+
+    def score(self, drawn, completions, extract, limits):
+        results = []
+        for d, texts in zip(drawn, completions):
+            failures = no_failures()
+            results.append((d.score(texts, extract, limits, failures), failures))
+        return results
+
+
+def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLimits
+               ) -> list[tuple[np.ndarray, dict[str, int]]]:
+    """What a worker runs: each job's question rebuilt from its ref and entry, then scored."""
+    results = []
+    for ref, entry, texts in jobs:
+        failures = no_failures()
+        drawn = DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_of(ref))
+        results.append((drawn.score(texts, extract, limits, failures), failures))
+    return results
+
+
+class RayScoring:
+    """Spread over ``workers`` Ray tasks of ``num_cpus`` each, in contiguous chunks."""
+
+    def __init__(self, workers: int = 2, num_cpus: float = 1):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        self.workers = workers
+        self.num_cpus = num_cpus
+        self._task: Any = None
+
+    def score(self, drawn, completions, extract, limits):
+        import ray  # the ray extra
+
+        if not ray.is_initialized():
+            raise RuntimeError("RayScoring needs Ray: call ray.init() before stepping the env")
+        if self._task is None:
+            self._task = ray.remote(num_cpus=self.num_cpus)(score_jobs)
+        jobs = [(d.question["ref"], d.entry, tuple(t)) for d, t in zip(drawn, completions)]
+        bounds = np.linspace(0, len(jobs), min(self.workers, len(jobs)) + 1).astype(int)
+        parts = [self._task.remote(jobs[a:b], extract, limits)
+                 for a, b in zip(bounds[:-1], bounds[1:])]
+        return [result for part in ray.get(parts) for result in part]
+
+
+def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],
+                completions: Mapping[str, Sequence[Sequence[str]]], extract: AnswerExtractor,
+                limits: ScoringLimits, L: int, scoring: Scoring
+                ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
+    """Per node of ``completions``: its (questions, L) scores and its scoring failures."""
+    nodes = list(completions)
+    flat_drawn = [d for a in nodes for d in drawn[a]]
+    flat_texts = [texts for a in nodes for texts in completions[a]]
+    results = scoring.score(flat_drawn, flat_texts, extract, limits) if flat_drawn else []
+    scores, failures, row = {}, {}, 0
+    for a in nodes:
+        mine = results[row:row + len(drawn[a])]
+        row += len(drawn[a])
+        scores[a] = np.array([s for s, _ in mine], dtype=np.float32).reshape(len(mine), L)
+        failures[a] = no_failures()
+        for _, counts in mine:
+            for reason, k in counts.items():
+                failures[a][reason] += k
+    return scores, failures
