@@ -20,6 +20,10 @@ built agent, so that a model is loaded where it runs. ``num_gpus=1`` gives the a
 (Ray sets ``CUDA_VISIBLE_DEVICES``; the GRPO agent's ``device="auto"`` then picks it). Ratio
 policies stay in the driver and work unchanged. What the actor's agent offers besides
 ``act``/``learn`` (``state_dict``, ``save``, ...) is reached through :meth:`RemoteAgent.call`.
+
+When an actor dies (its process, or its machine), its calls raise ``sapo_env.NodeFailure``:
+the runner removes the node from the swarm and the run goes on. With ``sapo_env.run(...,
+deadline=...)`` the rounds do not wait for slow nodes (``sapo_env.asynchronous``).
 """
 
 from __future__ import annotations
@@ -28,8 +32,27 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from sapo_env.runner import act_all
+from sapo_env.runner import NodeFailure, act_all
 from sapo_env.types import Action, Group, Observation
+
+
+def _future(call: Any) -> Future:
+    """A Ray call's result as a ``Future`` that fails with ``NodeFailure`` when the actor died
+    (a bug in the agent stays the exception it is)."""
+    import ray
+
+    relayed: Future = Future()
+
+    def relay(done: Future) -> None:
+        try:
+            relayed.set_result(done.result())
+        except ray.exceptions.RayActorError as error:
+            relayed.set_exception(NodeFailure(f"its Ray actor died ({type(error).__name__})"))
+        except BaseException as error:  # noqa: BLE001 - passed on as it is
+            relayed.set_exception(error)
+
+    call.future().add_done_callback(relay)
+    return relayed
 
 
 class _Node:
@@ -59,7 +82,7 @@ class RemoteAgent:
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
         """Start ``agent.method(*args, **kwargs)`` in the actor; a future of its result."""
-        return self.actor.call.remote(method, *args, **kwargs).future()
+        return _future(self.actor.call.remote(method, *args, **kwargs))
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``agent.method(*args, **kwargs)`` in the actor, waited for."""
@@ -128,7 +151,7 @@ class _RemoteJointActor:
         self.actor = actor
 
     def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
-        return self.actor.act.remote(dict(observations)).future().result()
+        return _future(self.actor.act.remote(dict(observations))).result()
 
 
 class RemoteMember:
@@ -140,7 +163,7 @@ class RemoteMember:
         self.name = name
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
-        return self.joint_actor.actor.call.remote(self.name, method, *args, **kwargs).future()
+        return _future(self.joint_actor.actor.call.remote(self.name, method, *args, **kwargs))
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return self.submit(method, *args, **kwargs).result()

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from sapo_env.checkpoint import Checkpoint
 from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
-from sapo_env.runner import Callback, History, RatioPolicy, RoundRecord, play_round, run
+from sapo_env.runner import (
+    Callback,
+    History,
+    NodeFailure,
+    RatioPolicy,
+    RoundRecord,
+    play_round,
+    run,
+)
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.types import make_observation
 
@@ -20,6 +28,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "History",
+    "NodeFailure",
     "RatioPolicy",
     "RoundRecord",
     "SwarmConfig",

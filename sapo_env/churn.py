@@ -19,6 +19,17 @@ A real swarm's machines come and go. The env's contract, in PettingZoo's terms:
   questions, the pool, an empty batch), reward 0.0, ``terminations``/``truncations`` False
   and info ``{"status": "joined", ...}``; from round 50 on it is a node like any other.
 
+- **Pending** (asynchronous nodes): a live node's action is ``{"pending": True}``
+  (``PENDING``): it is still answering the questions it holds. Like an offline node it
+  contributes nothing this round, does not train, gets reward 0.0 and info ``{"status":
+  "pending", ...}``, but it keeps its questions: its next observations carry the same ones
+  (with the pool of the moment), and the action that finally answers them is scored against
+  them. Its groups are stamped with the round of their questions, so they reach the pool only
+  while that round is inside the pool window (``infos[node]["staleness"]`` is the rounds they
+  waited, ``infos[node]["stale_unshared"]`` the shared groups too old to publish); the node
+  still trains on them. ``sapo_env.run(..., deadline=...)`` sends it for remote nodes that miss
+  the round's deadline.
+
 Every node that played the round normally has ``infos[node]["status"] == "online"``.
 ``sapo_env.run`` records a reward only for nodes that played (NaN elsewhere), and only they
 learn and reach the callbacks. The schedule of who joins when is part of the config, so churn
@@ -32,12 +43,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-STATUSES = ("online", "offline", "left", "joined")
+STATUSES = ("online", "offline", "pending", "left", "joined")
 """``infos[node]["status"]`` values (see the module docstring)."""
 OFFLINE = None
 """The action of a node that sits this round out."""
 LEAVE: Mapping[str, bool] = MappingProxyType({"leave": True})
 """The action of a node that leaves the swarm for good."""
+PENDING: Mapping[str, bool] = MappingProxyType({"pending": True})
+"""The action of a node that has not answered its questions yet and keeps them."""
+_MARKERS = {"leave": (LEAVE, "left"), "pending": (PENDING, "pending")}
 
 
 def is_leave(action: Any) -> bool:
@@ -46,20 +60,31 @@ def is_leave(action: Any) -> bool:
     return isinstance(action, Mapping) and "leave" in action
 
 
-def split_actions(actions: Any, live: list[str]) -> tuple[Any, list[str], list[str]]:
-    """``(playing, offline, leaving)``: the actions of the nodes that play this round (to be
-    validated as usual), and the live nodes that sit it out or leave. Anything that is not a
-    mapping is passed through for the usual validation to reject."""
+def is_pending(action: Any) -> bool:
+    """Whether ``action`` says the node is still answering (a mapping with a ``"pending"``
+    key)."""
+    return isinstance(action, Mapping) and "pending" in action
+
+
+def split_actions(actions: Any, live: list[str]) -> tuple[Any, dict[str, str]]:
+    """``(playing, absent)``: the actions of the nodes that play this round (to be validated as
+    usual), and the live nodes that do not, each with its status (``"offline"``, ``"left"``,
+    ``"pending"``). Anything that is not a mapping is passed through for the usual validation
+    to reject."""
     if not isinstance(actions, Mapping):
-        return actions, [], []
-    offline = [a for a in live if a in actions and actions[a] is OFFLINE]
-    leaving = [a for a in live if a in actions and is_leave(actions[a])]
-    for a in leaving:
-        if dict(actions[a]) != {"leave": True}:
-            raise ValueError(f"{a}: a leave action is exactly {{'leave': True}}, got "
-                             f"{dict(actions[a])!r}")
-    gone = set(offline) | set(leaving)
-    return {a: v for a, v in actions.items() if a not in gone}, offline, leaving
+        return actions, {}
+    absent = {}
+    for a in live:
+        action = actions.get(a, ...)
+        if action is OFFLINE:
+            absent[a] = "offline"
+        for key, (marker, status) in _MARKERS.items():
+            if isinstance(action, Mapping) and key in action:
+                if dict(action) != dict(marker):
+                    raise ValueError(f"{a}: a {key} action is exactly {dict(marker)!r}, got "
+                                     f"{dict(action)!r}")
+                absent[a] = status
+    return {a: v for a, v in actions.items() if a not in absent}, absent
 
 
 def joining_at(join_rounds: Mapping[str, int] | None, round_: int) -> set[str]:
@@ -73,7 +98,8 @@ def present_at_start(names: list[str], join_rounds: Mapping[str, int] | None) ->
 
 
 def absent_info(status: str, num_external: int) -> dict[str, Any]:
-    """The info of a node that did not play the round (offline, left or just joined)."""
+    """The info of a node that did not play the round (offline, pending, left or just
+    joined)."""
     return {"status": status, "num_external": num_external, "generated_completions": 0}
 
 

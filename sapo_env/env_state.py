@@ -7,7 +7,7 @@ trip, and can be written to disk and restored in another process. Restoring it g
 observations of the moment it was taken, and stepping on from there gives exactly what the
 uninterrupted env gives, bit for bit.
 
-Keys (``STATE_FORMAT`` 1):
+Keys (``STATE_FORMAT`` 2):
 
 =================  ==========================================================================
 ``format``         ``STATE_FORMAT``
@@ -21,6 +21,8 @@ Keys (``STATE_FORMAT`` 1):
                    (``QuestionSource.state_dict``)
 ``drawn``          per live node, the refs of this round's questions (re-derived with
                    reasoning-gym on restore)
+``held``           per pending node (``sapo_env.churn``), the round of the questions it
+                   still holds
 ``num_external``   per node, the J in force this round
 ``sampling_rngs``  per node, the bit-generator state of its batch sampling
 ``pool``           the shared pool (``SharedPool.state_dict``: groups as plain dicts)
@@ -71,9 +73,9 @@ from sapo_env.types import Group
 if TYPE_CHECKING:
     from sapo_env.swarm import SwarmEnv
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: pending nodes' held questions
 STATE_KEYS = ("format", "config", "round", "agents", "seed_sequence", "questions", "drawn",
-              "num_external", "sampling_rngs", "pool", "replay", "batches", "last_round")
+              "held", "num_external", "sampling_rngs", "pool", "replay", "batches", "last_round")
 _BATCH_COUNTS = ("num_local", "num_external", "local_shortfall", "external_shortfall")
 
 
@@ -108,6 +110,7 @@ def capture(env: SwarmEnv) -> dict[str, Any]:
         "seed_sequence": seed_sequence_state(env._seed_sequence),
         "questions": env._questions.state_dict(),
         "drawn": {a: [dict(d.question["ref"]) for d in env._drawn[a]] for a in env.agents},
+        "held": dict(env._held),
         "num_external": dict(env._num_external),
         "sampling_rngs": {a: generator_state(r) for a, r in env._rngs.items()},
         "pool": env._pool.state_dict(),
@@ -152,6 +155,8 @@ def restore(env: SwarmEnv, state: Any) -> None:
     drawn = _per_node(state, "drawn", agents, agents, lambda a, refs, where: _drawn(
         refs, where, config.questions_for(num_external[a]),
         {s.name: s.config for s in config.tasks_of(a)}))
+    held = _per_node(state, "held", [], agents, lambda a, r, where: _held_round(
+        r, where, int(round_)))
     rngs = _per_node(state, "sampling_rngs", names, names,
                      lambda a, rng, where: generator_from_state(rng, where))
     pool = SharedPool(config.pool_window, config.pool_capacity, env._keep)
@@ -167,6 +172,7 @@ def restore(env: SwarmEnv, state: Any) -> None:
     env._seed_sequence, env._questions, env._rngs = seed_sequence, questions, rngs
     env._pool, env._replay, env._batches = pool, replay, batches
     env._num_external, env._drawn, env._last_round = num_external, drawn, last_round
+    env._held = held
     env.agents, env.round = agents, int(round_)
 
 
@@ -202,6 +208,13 @@ def _j(value: Any, where: str, train_budget: int) -> int:
     if not _is_int(value) or not 0 <= value <= train_budget:
         raise ValueError(f"{where} must be an int in [0, {train_budget}] (train_budget), "
                          f"got {value!r}")
+    return int(value)
+
+
+def _held_round(value: Any, where: str, round_: int) -> int:
+    if not _is_int(value) or not 0 <= value < round_:
+        raise ValueError(f"{where} must be the round of the questions the node holds, an int in "
+                         f"[0, {round_}), got {value!r}")
     return int(value)
 
 

@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 
 from sapo_env import checkpoint as checkpoints
 from sapo_env.checkpoint import Checkpoint
-from sapo_env.churn import is_leave
+from sapo_env.churn import LEAVE, is_leave, is_pending
 from sapo_env.config import SwarmConfig
 from sapo_env.types import Action, Group, Observation
 
@@ -88,6 +88,14 @@ class ConcurrentAgent(Agent, Protocol):
     def submit_act(self, observation: Observation) -> Future: ...
 
     def submit_learn(self, batch: Sequence[Group]) -> Future: ...
+
+
+class NodeFailure(RuntimeError):
+    """A node is gone (its process or machine died). Raised by its ``act`` (or the future of
+    it), the runner logs it and sends ``{"leave": True}`` for the node, and the run goes on;
+    raised by ``learn``, the update is lost (logged) and the node leaves when its next ``act``
+    fails too. ``agents.remote`` raises it when an actor dies; any other exception is a bug
+    and stops the run."""
 
 
 @runtime_checkable
@@ -182,6 +190,7 @@ def run(
     seed: int | None = None,
     ratio_policies: Mapping[str, RatioPolicy] | None = None,
     checkpoint: Checkpoint | None = None,
+    deadline: float | None = None,
 ) -> History:
     """Reset ``env`` and run ``rounds`` rounds (default: until every node is truncated).
 
@@ -192,9 +201,15 @@ def run(
     their J in place of the agent (see the module docstring). ``checkpoint``, a
     ``Checkpoint(path, every=50)``, saves the run every ``every`` rounds and resumes it from
     ``path`` when the file exists (:mod:`sapo_env.checkpoint`): the same ``History`` as
-    without the interruption, bit for bit.
+    without the interruption, bit for bit. ``deadline`` (seconds) makes the rounds
+    asynchronous: a round waits at most that long for the remote nodes, and those not done
+    play it as pending (:mod:`sapo_env.asynchronous`).
     """
     agents = _by_name(env, agents)
+    if deadline is not None:
+        from sapo_env.asynchronous import AsyncRounds  # built on this module: imported here
+
+        asynchronous = AsyncRounds(agents, deadline)
     policies = dict(ratio_policies or {})
     unknown = sorted(set(policies) - set(env.possible_agents))
     if unknown:
@@ -205,6 +220,9 @@ def run(
         raise TypeError(f"ratio_policies of {not_policies} need choose(observation) and "
                         "update(reward, info) (see sapo_env.RatioPolicy)")
     callbacks = list(callbacks)
+    if deadline is not None and checkpoint is not None:
+        raise ValueError("checkpoint needs synchronous rounds (deadline=None): an asynchronous "
+                         "run has work in flight that a checkpoint cannot hold")
     identity = checkpoints.run_identity(seed, agents, policies)
     saved = None
     if checkpoint is not None:
@@ -236,7 +254,8 @@ def run(
             history.generated = generated[:t]
             break
         chosen = {a: policies[a].choose(observations[a]) for a in env.agents if a in policies}
-        record = play_round(env, agents, observations, chosen)
+        record = play_round(env, agents, observations, chosen) if deadline is None \
+            else asynchronous.play(env, observations, chosen)
         observations, infos = record.observations, record.infos
         for a, r in record.rewards.items():
             if a in policies:
@@ -252,6 +271,10 @@ def run(
             checkpoints.write(checkpoint.path, checkpoints.capture(
                 env, agents, policies, callbacks, _history_so_far(history, t + 1), identity))
 
+    if deadline is not None:  # the updates still in flight, counted in the last round
+        for a, metrics in asynchronous.finish().items():
+            if history.learn_metrics:
+                history.learn_metrics[-1].setdefault(a, {}).update(metrics)
     for callback in callbacks:
         callback.on_run_end(history)
     return history
@@ -268,15 +291,27 @@ def play_round(
     The record's ``round`` is the round played and its ``observations`` those after the step."""
     round_ = env.round
     actions = act_all(agents, {a: observations[a] for a in env.agents})
-    for a, j in (num_external or {}).items():
-        if actions[a] is not None and not is_leave(actions[a]):  # sitting out or leaving
-            actions[a] = {**actions[a], "num_external": j}
-    observations, rewards, _, _, infos = env.step(actions)
-    # only the nodes that played the round learn and are recorded (sapo_env.churn)
-    played = [a for a in rewards if infos[a].get("status", "online") == "online"]
+    observations, rewards, _, _, infos = env.step(with_num_external(actions, num_external))
+    played = online(rewards, infos)
     learned = learn_all(agents, {a: observations[a]["batch"] for a in played})
     return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
                        {a: infos[a] for a in played}, learned)
+
+
+def with_num_external(actions: dict[str, Any], num_external: Mapping[str, int] | None
+                      ) -> dict[str, Any]:
+    """``actions`` with the ratio policies' J in those of the nodes that play."""
+    for a, j in (num_external or {}).items():
+        action = actions[a]  # None, leave or pending: the node does not play
+        if action is not None and not is_leave(action) and not is_pending(action):
+            actions[a] = {**action, "num_external": j}
+    return actions
+
+
+def online(rewards: Mapping[str, float], infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The nodes that played the round: only they learn and are recorded
+    (``sapo_env.churn``)."""
+    return [a for a in rewards if infos[a].get("status", "online") == "online"]
 
 
 def _history_so_far(history: History, rounds: int) -> dict[str, Any]:
@@ -329,10 +364,12 @@ def act_all(agents: Mapping[str, Agent], observations: Mapping[str, Observation]
         if isinstance(agent, JointMember) and agent.joint_actor is not None:
             joint.setdefault(id(agent.joint_actor), (agent.joint_actor, {}))[1][a] = observation
         else:
-            actions[a] = agent.act(observation)
+            actions[a] = unless_failed(a, agent.act, observation, failed=LEAVE)
     for actor, group in joint.values():
-        actions.update(actor.act_jointly(group))
-    actions.update({a: future.result() for a, future in pending.items()})
+        acted = unless_failed(", ".join(group), actor.act_jointly, group, failed=None)
+        actions.update(acted if acted is not None else dict.fromkeys(group, LEAVE))
+    actions.update({a: unless_failed(a, future.result, failed=LEAVE)
+                    for a, future in pending.items()})
     return {a: actions[a] for a in observations}
 
 
@@ -341,6 +378,17 @@ def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]
     """Each node's learn metrics from its batch; remote nodes learn at the same time."""
     pending = {a: agents[a].submit_learn(b) for a, b in batches.items()
                if isinstance(agents[a], ConcurrentAgent)}
-    learned = {a: agents[a].learn(b) for a, b in batches.items() if a not in pending}
-    learned.update({a: future.result() for a, future in pending.items()})
+    learned = {a: unless_failed(a, agents[a].learn, b, failed=None)
+               for a, b in batches.items() if a not in pending}
+    learned.update({a: unless_failed(a, future.result, failed=None)
+                    for a, future in pending.items()})
     return {a: dict(learned[a] or {}) for a in batches}
+
+
+def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:
+    """``call(*args)``, or ``failed`` when it raises ``NodeFailure`` (logged)."""
+    try:
+        return call(*args)
+    except NodeFailure as failure:
+        logger.warning("%s failed and is removed from the swarm: %s", node, failure)
+        return failed

@@ -60,6 +60,7 @@ from sapo_env.answers import get_extractor
 from sapo_env.config import SwarmConfig
 from sapo_env.packets import PacketVerifier
 from sapo_env.pool import SharedPool
+from sapo_env.render import round_table
 from sapo_env.reputation import group_weights, source_reputation
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
 from sapo_env.round_scoring import LocalScoring, Scoring, score_round
@@ -157,6 +158,7 @@ class SwarmEnv(ParallelEnv):
                               for a in self.possible_agents}
         self.agents = churn.present_at_start(self.possible_agents, self.config.join_rounds)
         self.round = 0
+        self._held: dict[str, int] = {}  # pending node -> the round of the questions it holds
         self._drawn = self._draw_questions()
         self._last_round = None
         return self._observations(), {a: {} for a in self.agents}
@@ -168,15 +170,16 @@ class SwarmEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return. A live node's
-        action may also be ``None`` (offline this round) or ``{"leave": True}`` (it leaves);
-        late joiners join (``sapo_env.churn``)."""
+        action may also be ``None`` (offline this round), ``{"pending": True}`` (still
+        answering its questions) or ``{"leave": True}`` (it leaves); late joiners join
+        (``sapo_env.churn``)."""
         if self._questions is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
             raise RuntimeError("step() called on a finished run: call reset() first")
-        playing, offline, leaving = churn.split_actions(actions, self.agents)
+        playing, absent = churn.split_actions(actions, self.agents)
         parsed = parse_actions(playing, {a: len(self._drawn[a]) for a in self.agents
-                                         if a not in offline and a not in leaving}, self.config)
+                                         if a not in absent}, self.config)
         scores = self._score(parsed)  # node -> (questions, L), for the nodes that play
         empty = np.zeros((0, self.config.completions_per_question), np.float32)
         flat = np.concatenate([*scores.values(), empty])  # every group of the round, in order
@@ -198,16 +201,19 @@ class SwarmEnv(ParallelEnv):
         rewards = {a: float(scores[a].mean()) if scores[a].size else 0.0 for a in parsed}
         self._batches = {a: assemblies[a].batch if a in parsed else ()
                          for a in self.possible_agents}
-        self._last_round = (self.round, len(self._pool), rewards, dict(self._num_external),
-                            assemblies)
-
+        self._last_round = (self.round, len(self._pool), dict(rewards),  # only who played
+                            dict(self._num_external), assemblies)
+        # a pending node keeps its questions (and their round); any other gives them up
+        self._held = {a: self._held.get(a, self.round) for a, s in absent.items()
+                      if s == "pending"}
         self.round += 1
         finished = self.round >= self.config.max_rounds
-        joining = churn.joining_at(self.config.join_rounds, self.round)
-        for status, nodes in (("offline", offline), ("left", leaving), ("joined", joining)):
-            rewards.update(dict.fromkeys(nodes, 0.0))
-            infos.update({a: churn.absent_info(status, self._num_external[a]) for a in nodes})
+        absent.update(dict.fromkeys(churn.joining_at(self.config.join_rounds, self.round),
+                                    "joined"))
+        rewards.update(dict.fromkeys(absent, 0.0))
+        infos.update({a: churn.absent_info(s, self._num_external[a]) for a, s in absent.items()})
         self._num_external.update({a: parsed[a].num_external for a in parsed})
+        leaving = [a for a, s in absent.items() if s == "left"]
         returning = [a for a in self.possible_agents if a in rewards]  # every key, node order
         self.agents = [a for a in returning if a not in leaving]
         self._drawn = self._draw_questions()
@@ -220,9 +226,11 @@ class SwarmEnv(ParallelEnv):
                 {a: infos[a] for a in returning})
 
     def _draw_questions(self) -> dict[str, list]:
-        """This round's questions: as many per node as its J in force asks for."""
-        return self._questions.draw_round(
-            {a: self.config.questions_for(self._num_external[a]) for a in self.agents})
+        """This round's questions: as many per node as its J in force asks for; a pending node
+        keeps those it holds."""
+        fresh = self._questions.draw_round({a: self.config.questions_for(self._num_external[a])
+                                            for a in self.agents if a not in self._held})
+        return {a: self._drawn[a] if a in self._held else fresh[a] for a in self.agents}
 
     def _sharing_state(self) -> tuple:
         return (self._pool.state(), {a: p.state() for a, p in self._replay.items()},
@@ -253,7 +261,8 @@ class SwarmEnv(ParallelEnv):
         advantages = group_advantages(flat, self.config.advantage_eps)
         groups, row = {}, 0
         for a in parsed:
-            groups[a] = [make_group(a, self.round, k, d.question, reference_answer(d.entry),
+            asked = self._held.get(a, self.round)  # the round of its questions
+            groups[a] = [make_group(a, asked, k, d.question, reference_answer(d.entry),
                                     parsed[a].completions[k], scores[a][k], advantages[row + k],
                                     self.config.system_prompt)
                          for k, d in enumerate(self._drawn[a])]
@@ -264,8 +273,10 @@ class SwarmEnv(ParallelEnv):
                  ) -> Counter:
         """Send the shared groups (forged on the way by adversaries), keep those that pass
         verification, add them to the pool; the rejected groups counted by source."""
-        built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share) if s]
         c = self.config
+        # a late node's groups older than the pool window are not shared (infos count them)
+        built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
+                 if s and g["round"] > self.round - c.pool_window]
         sent = tamper(built, c.adversaries, self._extract, c.advantage_eps)
         rejected: Counter = Counter()
         if self._verifier is not None:
@@ -330,6 +341,8 @@ class SwarmEnv(ParallelEnv):
                 "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
                 "shared_groups": len(shared),
+                "staleness": (stale := self.round - self._held.get(a, self.round)),
+                "stale_unshared": len(shared) if stale >= self.config.pool_window else 0,
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
                 "scoring_failures": self._scoring_failures[a],
@@ -357,20 +370,7 @@ class SwarmEnv(ParallelEnv):
         if self.render_mode is None:
             gymnasium.logger.warn("render() called with render_mode=None; use 'ansi'")
             return None
-        if self._last_round is None:
-            return f"round {self.round}: {len(self.agents)} nodes, nothing played yet"
-        round_, pool_size, rewards, num_external, assemblies = self._last_round
-        lines = [f"round {round_}: pool {pool_size} groups, swarm mean reward "
-                 f"{np.mean(list(rewards.values())):.3f}",
-                 f"{'node':>10} {'reward':>7} {'J':>3} {'answered':>9} {'local':>6} "
-                 f"{'external':>9} {'short':>6}"]
-        for a, reward in rewards.items():
-            s = assemblies[a]
-            answered = self.config.questions_for(num_external[a])
-            lines.append(f"{a:>10} {reward:7.3f} {num_external[a]:3d} {answered:9d} "
-                         f"{s.num_local:6d} {s.num_external:9d} "
-                         f"{s.local_shortfall + s.external_shortfall:6d}")
-        return "\n".join(lines)
+        return round_table(self._last_round, self.round, len(self.agents), self.config)
 
     def close(self) -> None:
         """Nothing to release: the env holds no processes, files or devices."""

@@ -145,7 +145,8 @@ MALFORMED = [
     (("drawn", "node_0"), [], r"drawn'\]\['node_0'\] must list the 3 refs"),
     (("num_external", "node_2"), 4, r"num_external'\]\['node_2'\] must be an int in \[0, 3\]"),
     (("questions", "streams", "node_0", 0, "next_index"), -1, r"next_index must be an int"),
-    (("format",), 0, r"reads format 1"),
+    (("format",), 0, r"reads format 2"),
+    (("held",), {"node_0": 5}, r"held'\]\['node_0'\] must be the round of the questions"),
 ]
 
 

@@ -231,3 +231,17 @@ def test_the_churn_example_runs_and_writes_its_results(tmp_path):
     assert summary["stable"]["node-rounds played (%)"] == (100.0, 0.0)
     assert 60 < summary["offline 25%"]["node-rounds played (%)"][0] < 90
     assert np.isfinite(summary["turnover"]["newcomers, first rounds"][0])
+
+
+def test_render_and_state_after_a_round_with_nodes_absent():
+    # the last round's record holds only the nodes that played (an offline node once broke
+    # render() and the restore of a state taken after its round)
+    env = sapo_env.parallel_env(n=3, max_rounds=4, render_mode="ansi")
+    nodes = demonstrators(env)
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(act(nodes, obs, env, node_1=OFFLINE))
+    table = env.render()
+    assert "node_0" in table and "node_1" not in table
+    fresh = sapo_env.parallel_env(n=3, max_rounds=4, render_mode="ansi")
+    fresh.reset(options={"state": pickle.loads(pickle.dumps(env.state_dict()))})
+    assert fresh.render() == table

@@ -215,3 +215,71 @@ def test_the_lm_swarm_example_runs_its_nodes_in_actors(local_ray, tmp_path, caps
     np.testing.assert_array_equal(here.rewards, there.rewards)
     assert (tmp_path / "saved" / "node_1" / "adapter_model.safetensors").is_file()
     assert "node_2 (demo) reward 1.000" in capsys.readouterr().out
+
+
+class KillAt(sapo_env.Callback):
+    """Kills a remote node's actor once the given round has been played."""
+
+    def __init__(self, node, round_):
+        self.node, self.round = node, round_
+
+    def on_run_start(self, env, agents):
+        self.agents = agents
+
+    def on_round_end(self, record):
+        if record.round == self.round:
+            self.agents[self.node].kill()
+
+
+@pytest.mark.parametrize("deadline", [None, 10.0])
+def test_a_node_whose_actor_dies_leaves_the_swarm_and_the_run_goes_on(local_ray, deadline):
+    from agents.remote import remote_swarm
+
+    env = sapo_env.parallel_env(n=3, max_rounds=6)
+    nodes = remote_swarm({a: partial(DemonstratorAgent, accuracy=0.5, seed=i)
+                          for i, a in enumerate(env.possible_agents)}, num_cpus=0.5)
+    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=deadline,
+                           callbacks=[KillAt("node_1", 2)])
+    assert not np.isnan(history.rewards[:3, 1]).any() and np.isnan(history.rewards[3:, 1]).all()
+    assert not np.isnan(history.rewards[:, [0, 2]]).any()
+    for node in nodes.values():
+        node.kill()
+
+
+def test_a_slow_remote_node_misses_deadlines_and_plays_late(local_ray):
+    from agents.remote import remote_swarm
+    from agents.slow import SlowAgent
+
+    def node(i):
+        return SlowAgent(DemonstratorAgent(accuracy=0.5, seed=i), act_seconds=0.6 if i == 2
+                         else 0.0)
+
+    env = sapo_env.parallel_env(n=3, max_rounds=10, pool_window=4)
+    nodes = remote_swarm({a: partial(node, i) for i, a in enumerate(env.possible_agents)},
+                         num_cpus=0.5)
+    for n in nodes.values():
+        n.state_dict()  # the actors are up: starting one takes longer than a deadline
+    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=0.2)
+    played = [i["node_2"] for i in history.infos if "node_2" in i]
+    assert 1 <= len(played) < 10 and max(i["staleness"] for i in played) >= 1
+    assert not np.isnan(history.rewards[:, :2]).any()
+    for node_ in nodes.values():
+        node_.kill()
+
+
+def test_the_async_example_runs_and_writes_its_results(local_ray, tmp_path):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "async_example", HERE.parent / "examples" / "async_swarm.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    summary = example.main(["--nodes", "3", "--rounds", "8", "--seeds", "1",
+                            "--act-seconds", "0.02", "--write", str(tmp_path)])
+    conditions = summary["conditions"]
+    assert list(conditions) == list(example.CONDITIONS)
+    assert conditions["sync, straggler"]["straggler's rounds played (%)"][0] == 100.0
+    assert conditions["async, straggler"]["straggler's rounds played (%)"][0] < 100.0
+    assert json.loads((tmp_path / "summary.json").read_text())["settings"]["rounds"] == 8
+    assert (tmp_path / "async.png").stat().st_size > 0 and (tmp_path / "results.md").exists()
