@@ -21,6 +21,10 @@ built agent, so that a model is loaded where it runs. ``num_gpus=1`` gives the a
 policies stay in the driver and work unchanged. What the actor's agent offers besides
 ``act``/``learn`` (``state_dict``, ``save``, ...) is reached through :meth:`RemoteAgent.call`.
 
+Several nodes can share one actor (``remote_joint``, ``remote_swarm(..., nodes_per_actor=4)``):
+a shared base model, or light nodes for which a remote call per node and round would cost more
+than their work. The actors run at once; the nodes inside one run one after the other.
+
 When an actor dies (its process, or its machine), its calls raise ``sapo_env.NodeFailure``:
 the runner removes the node from the swarm and the run goes on. With ``sapo_env.run(...,
 deadline=...)`` the rounds do not wait for slow nodes (``sapo_env.asynchronous``).
@@ -30,9 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
-from sapo_env.runner import NodeFailure, act_all
+from sapo_env.agent_calls import NodeFailure, act_all, learn_all
 from sapo_env.types import Action, Group, Observation
 
 
@@ -121,9 +126,30 @@ def remote(factory: Callable[[], Any], num_cpus: float = 1, num_gpus: float = 0,
 
 
 def remote_swarm(factories: Mapping[str, Callable[[], Any]], num_cpus: float = 1,
-                 num_gpus: float = 0, **actor_options: Any) -> dict[str, RemoteAgent]:
-    """One actor per node, each with the same resources: node name -> ``RemoteAgent``."""
-    return {a: remote(f, num_cpus, num_gpus, **actor_options) for a, f in factories.items()}
+                 num_gpus: float = 0, nodes_per_actor: int = 1, **actor_options: Any
+                 ) -> dict[str, RemoteAgent | RemoteMember]:
+    """Node name -> a handle on ``factories[name]()`` built in a Ray actor; each actor gets
+    these resources. ``nodes_per_actor=1``: one actor per node (``RemoteAgent``s). More packs
+    that many consecutive nodes into each actor (``remote_joint``): each actor then costs two
+    remote calls a round for all its nodes, which pays for light nodes (simulated learners,
+    whose round is far shorter than a remote call), and its nodes work one after the other."""
+    if isinstance(nodes_per_actor, bool) or not isinstance(nodes_per_actor, int) \
+            or nodes_per_actor < 1:
+        raise ValueError(f"nodes_per_actor must be an int >= 1, got {nodes_per_actor!r}")
+    if nodes_per_actor == 1:
+        return {a: remote(f, num_cpus, num_gpus, **actor_options) for a, f in factories.items()}
+    names = list(factories)
+    handles: dict[str, RemoteAgent | RemoteMember] = {}
+    for start in range(0, len(names), nodes_per_actor):
+        chunk = {a: factories[a] for a in names[start:start + nodes_per_actor]}
+        handles.update(remote_joint(partial(_build_each, chunk), num_cpus, num_gpus,
+                                    **actor_options))
+    return handles
+
+
+def _build_each(factories: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """In a ``remote_joint`` actor: each node built by its own factory."""
+    return {a: f() for a, f in factories.items()}
 
 
 class _Swarm:
@@ -140,18 +166,28 @@ class _Swarm:
     def act(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
         return act_all(self.agents, observations)
 
+    def learn(self, batches: Mapping[str, Sequence[Group]]) -> dict[str, dict[str, float]]:
+        return learn_all(self.agents, batches)
+
     def call(self, node: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.agents[node], method)(*args, **kwargs)
 
 
 class _RemoteJointActor:
-    """The runner's ``JointActor`` for the nodes of one ``_Swarm`` actor: one remote call."""
+    """The runner's ``ConcurrentJointActor`` for the nodes of one ``_Swarm`` actor: one remote
+    call a round to act for all of them, one to learn."""
 
     def __init__(self, actor: Any):
         self.actor = actor
 
+    def submit_act_jointly(self, observations: Mapping[str, Observation]) -> Future:
+        return _future(self.actor.act.remote(dict(observations)))
+
+    def submit_learn_jointly(self, batches: Mapping[str, Sequence[Group]]) -> Future:
+        return _future(self.actor.learn.remote(dict(batches)))
+
     def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
-        return _future(self.actor.act.remote(dict(observations))).result()
+        return self.submit_act_jointly(observations).result()
 
 
 class RemoteMember:
@@ -185,8 +221,9 @@ def remote_joint(factory: Callable[[], Mapping[str, Any] | Sequence[Any]],
                  num_cpus: float = 1, num_gpus: float = 0, **actor_options: Any
                  ) -> dict[str, RemoteMember]:
     """Several nodes in one Ray actor, for nodes that share a model (``agents.lora.lora_swarm``
-    on one base): ``factory()`` returns them (a mapping node -> agent, or a list named
-    ``node_0``, ``node_1``, ...) and they act in one call per round, as in process."""
+    on one base) or nodes too light to pay for an actor each: ``factory()`` returns them (a
+    mapping node -> agent, or a list named ``node_0``, ``node_1``, ...); they act in one call
+    per round, as in process, and learn in another."""
     import ray
 
     if not ray.is_initialized():

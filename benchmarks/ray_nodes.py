@@ -8,7 +8,8 @@ Two measures of issue 13, on a local ``ray.init(num_cpus=2)``:
   config (tests/tiny_lm.py at hidden size 256, 96 new tokens, one torch thread each), run in
   process (one core, node after node) and as 2 Ray actors of one CPU each (goal >= 1.6x).
 - **Ray's per-round overhead, 8 simulated learners** (4/4, paper defaults): the round time in
-  Ray actors against in process (goal <= 20% more).
+  Ray actors against in process (goal <= 20% more), with one actor per node and with 4 nodes
+  per actor.
 - **Scoring spread over 2 workers at n = 512** (``RayScoring(workers=2)``): the env step's
   wall-clock time on canned completions (``benchmarks/env_step.py``'s) against in process
   (goal >= 1.6x).
@@ -90,7 +91,7 @@ def measure(rounds: int, sim_rounds: int, steps: int) -> dict:
     import numpy as np
     import ray
 
-    from agents.remote import remote
+    from agents.remote import remote, remote_swarm
     from sapo_env.round_scoring import RayScoring
 
     lm_factories = [partial(lm_node, seed=i) for i in range(2)]
@@ -113,17 +114,22 @@ def measure(rounds: int, sim_rounds: int, steps: int) -> dict:
         sim_remote = timed_rounds(sim_env, {a: remote(partial(sim_node, c), num_cpus=0.25)
                                             for a, c in zip(sim_env.possible_agents, children())},
                                   sim_rounds)
+        sim_packed = timed_rounds(sim_env, remote_swarm(
+            {a: partial(sim_node, c) for a, c in zip(sim_env.possible_agents, children())},
+            num_cpus=1, nodes_per_actor=4), sim_rounds)
         score_remote = timed_steps(RayScoring(workers=2), steps)
     finally:
         ray.shutdown()
     return {"rounds": rounds, "sim_rounds": sim_rounds, "lm_local": lm_local,
             "lm_remote": lm_remote, "sim_local": sim_local, "sim_remote": sim_remote,
+            "sim_packed": sim_packed,
             "steps": steps, "score_local": score_local, "score_remote": score_remote}
 
 
 def report(r: dict) -> str:
     speedup = r["lm_local"] / r["lm_remote"]
     overhead = r["sim_remote"] / r["sim_local"] - 1
+    packed = r["sim_packed"] / r["sim_local"] - 1
     scoring = r["score_local"] / r["score_remote"]
     return "\n".join([
         SECTION, "",
@@ -137,14 +143,19 @@ def report(r: dict) -> str:
         f"| 8 simulated learners, 4/4 ({r['sim_rounds']} rounds) | {1e3 * r['sim_local']:.1f} ms "
         f"| {1e3 * r['sim_remote']:.1f} ms | {100 * overhead:+.0f}% | <= +20%: "
         f"{'met' if overhead <= 0.2 else 'missed'} |",
+        f"| the same, 4 nodes per actor (`nodes_per_actor=4`: 2 actors) "
+        f"| {1e3 * r['sim_local']:.1f} ms | {1e3 * r['sim_packed']:.1f} ms "
+        f"| {100 * packed:+.0f}% | <= +20%: {'met' if packed <= 0.2 else 'missed'} |",
         f"| env step at n = 512, scoring over 2 workers ({r['steps']} steps) "
         f"| {r['score_local']:.2f} s | {r['score_remote']:.2f} s | {scoring:.2f}x faster "
         f"| >= 1.6x: {'met' if scoring >= 1.6 else 'missed'} |", "",
         "A remote call costs about half a millisecond of Ray's own work on these 2 cores, plus "
-        "pickling the observation (~40 KB for a node of 8, most of it the pool) or the batch: "
-        "16 calls a round (8 acts, 8 learns) are a large share of a 25 ms simulated round, and a "
-        "small one of a language model's. Put nodes in actors when their act and learn take "
-        "much longer than a millisecond.", "",
+        "pickling the observation (~50 KB for a node of 8, most of it the pool) or the batch: "
+        "with one actor per node, 16 calls a round (8 acts, 8 learns) are a large share of a "
+        "simulated round, and a small one of a language model's. Packed 4 to an actor, a round "
+        "is 4 calls, and the observations of one actor's nodes share their pool's groups, which "
+        "pickle once per call. Give a node an actor of its own when its act and learn take much "
+        "longer than a millisecond; pack light nodes.", "",
     ])
 
 

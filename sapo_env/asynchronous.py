@@ -29,17 +29,9 @@ from collections.abc import Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
+from sapo_env.agent_calls import Agent, ConcurrentAgent, act_all, learn_all, unless_failed
 from sapo_env.churn import LEAVE, PENDING
-from sapo_env.runner import (
-    Agent,
-    ConcurrentAgent,
-    RoundRecord,
-    act_all,
-    learn_all,
-    online,
-    unless_failed,
-    with_num_external,
-)
+from sapo_env.runner import RoundRecord, online, with_num_external
 from sapo_env.types import Observation
 
 

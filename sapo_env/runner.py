@@ -1,10 +1,8 @@
 """Running a swarm: ``run(env, agents)`` drives the act → step → learn loop and records it.
 
 An agent is any object with ``act(observation) -> action`` and ``learn(batch) -> dict | None``
-(the metrics of its update). Agents that generate faster together (LoRA nodes sharing one base
-model) are ``JointMember``s: they expose the same ``joint_actor`` (a ``JointActor``), and the
-runner calls ``joint_actor.act_jointly({node: observation, ...})`` once for all of them
-instead of each one's ``act``.
+(the metrics of its update); nodes that act together (a LoRA swarm on one base) or run
+elsewhere (Ray actors) are described in ``sapo_env.agent_calls``, which calls them.
 
 A ``RatioPolicy`` chooses a node's J (the external groups of its next round) in place of the
 agent: ``run(env, agents, ratio_policies={"node_0": policy})``. Any agent combines with any
@@ -40,9 +38,7 @@ Example::
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,52 +46,20 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from sapo_env import checkpoint as checkpoints
+from sapo_env.agent_calls import (  # noqa: F401 - the protocols, importable from here too
+    Agent,
+    ConcurrentAgent,
+    ConcurrentJointActor,
+    JointActor,
+    JointMember,
+    NodeFailure,
+    act_all,
+    learn_all,
+)
 from sapo_env.checkpoint import Checkpoint
-from sapo_env.churn import LEAVE, is_leave, is_pending
+from sapo_env.churn import is_leave, is_pending
 from sapo_env.config import SwarmConfig
-from sapo_env.types import Action, Group, Observation
-
-logger = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class Agent(Protocol):
-    def act(self, observation: Observation) -> Action: ...
-
-    def learn(self, batch: Sequence[Group]) -> Mapping[str, float] | None: ...
-
-
-class JointActor(Protocol):
-    """Acts for several nodes in one call (one batched generation for a LoRA swarm)."""
-
-    def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]: ...
-
-
-@runtime_checkable
-class JointMember(Agent, Protocol):
-    """An agent that acts through a ``JointActor`` shared with other agents (None: it acts
-    alone, through its own ``act``)."""
-
-    joint_actor: JointActor | None
-
-
-@runtime_checkable
-class ConcurrentAgent(Agent, Protocol):
-    """An agent that runs elsewhere (a Ray actor: ``agents.remote``): ``submit_act`` and
-    ``submit_learn`` start the call and return a ``concurrent.futures.Future`` of its result,
-    so the runner starts every such node's call before it waits for any."""
-
-    def submit_act(self, observation: Observation) -> Future: ...
-
-    def submit_learn(self, batch: Sequence[Group]) -> Future: ...
-
-
-class NodeFailure(RuntimeError):
-    """A node is gone (its process or machine died). Raised by its ``act`` (or the future of
-    it), the runner logs it and sends ``{"leave": True}`` for the node, and the run goes on;
-    raised by ``learn``, the update is lost (logged) and the node leaves when its next ``act``
-    fails too. ``agents.remote`` raises it when an actor dies; any other exception is a bug
-    and stops the run."""
+from sapo_env.types import Action, Observation
 
 
 @runtime_checkable
@@ -347,48 +311,3 @@ def _by_name(env: Any, agents: Mapping[str, Agent] | Sequence[Agent]) -> dict[st
     if len(agents) != len(names):
         raise ValueError(f"expected {len(names)} agents (one per node), got {len(agents)}")
     return dict(zip(names, agents))
-
-
-def act_all(agents: Mapping[str, Agent], observations: Mapping[str, Observation]
-            ) -> dict[str, Action]:
-    """The action of each node of ``observations``: nodes sharing a joint actor act in one
-    call, remote nodes (``ConcurrentAgent``) all at once, while the others act."""
-    actions: dict[str, Action] = {}
-    joint: dict[int, tuple[JointActor, dict[str, Observation]]] = {}
-    pending = {a: agents[a].submit_act(o) for a, o in observations.items()
-               if isinstance(agents[a], ConcurrentAgent)}  # they work while the others act
-    for a, observation in observations.items():
-        agent = agents[a]
-        if a in pending:
-            continue
-        if isinstance(agent, JointMember) and agent.joint_actor is not None:
-            joint.setdefault(id(agent.joint_actor), (agent.joint_actor, {}))[1][a] = observation
-        else:
-            actions[a] = unless_failed(a, agent.act, observation, failed=LEAVE)
-    for actor, group in joint.values():
-        acted = unless_failed(", ".join(group), actor.act_jointly, group, failed=None)
-        actions.update(acted if acted is not None else dict.fromkeys(group, LEAVE))
-    actions.update({a: unless_failed(a, future.result, failed=LEAVE)
-                    for a, future in pending.items()})
-    return {a: actions[a] for a in observations}
-
-
-def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]]
-              ) -> dict[str, dict[str, float]]:
-    """Each node's learn metrics from its batch; remote nodes learn at the same time."""
-    pending = {a: agents[a].submit_learn(b) for a, b in batches.items()
-               if isinstance(agents[a], ConcurrentAgent)}
-    learned = {a: unless_failed(a, agents[a].learn, b, failed=None)
-               for a, b in batches.items() if a not in pending}
-    learned.update({a: unless_failed(a, future.result, failed=None)
-                    for a, future in pending.items()})
-    return {a: dict(learned[a] or {}) for a in batches}
-
-
-def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:
-    """``call(*args)``, or ``failed`` when it raises ``NodeFailure`` (logged)."""
-    try:
-        return call(*args)
-    except NodeFailure as failure:
-        logger.warning("%s failed and is removed from the swarm: %s", node, failure)
-        return failed

@@ -283,3 +283,42 @@ def test_the_async_example_runs_and_writes_its_results(local_ray, tmp_path):
     assert conditions["async, straggler"]["straggler's rounds played (%)"][0] < 100.0
     assert json.loads((tmp_path / "summary.json").read_text())["settings"]["rounds"] == 8
     assert (tmp_path / "async.png").stat().st_size > 0 and (tmp_path / "results.md").exists()
+
+
+def test_nodes_packed_into_actors_run_exactly_as_in_process(local_ray):
+    from agents.remote import RemoteMember, remote_swarm
+
+    env = sapo_env.parallel_env(n=4, max_rounds=20)
+    here = sapo_env.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 1)
+                              .items()}, seed=3, progress=False)
+    nodes = remote_swarm(simulated_factories(env.possible_agents, 1), num_cpus=0.5,
+                         nodes_per_actor=2)
+    assert all(isinstance(n, RemoteMember) for n in nodes.values())
+    assert len({id(n.joint_actor) for n in nodes.values()}) == 2
+    there = sapo_env.run(sapo_env.parallel_env(n=4, max_rounds=20), nodes, seed=3,
+                         progress=False)
+    np.testing.assert_array_equal(here.rewards, there.rewards)
+    assert here.learn_metrics == there.learn_metrics
+    with pytest.raises(ValueError, match="nodes_per_actor must be an int >= 1, got 0"):
+        remote_swarm(simulated_factories(env.possible_agents, 1), nodes_per_actor=0)
+    for node in nodes.values():
+        ray.kill(node.joint_actor.actor)
+
+
+def slow_pair(first):
+    """Two Slow nodes named node_<first> and node_<first + 1>, for one joint actor."""
+    return {f"node_{first + k}": Slow(first + k) for k in range(2)}
+
+
+def test_joint_actors_work_at_the_same_time(local_ray):
+    from agents.remote import remote_joint
+
+    env = sapo_env.parallel_env(n=4, max_rounds=1)
+    # remote_joint returns once its actor is up, so the timing starts with both ready
+    nodes = {**remote_joint(partial(slow_pair, 0)), **remote_joint(partial(slow_pair, 2))}
+    start = time.perf_counter()
+    sapo_env.run(env, nodes, seed=0, progress=False)
+    # each actor: 2 acts then 2 learns of 0.5 s, 2 s; 4 s if the actors took turns
+    assert time.perf_counter() - start < 3.2
+    for node in ("node_0", "node_2"):
+        ray.kill(nodes[node].joint_actor.actor)

@@ -1,0 +1,145 @@
+"""Calling a swarm's agents: what an agent is, and ``act_all``/``learn_all``, which call every
+node's agent for a round, starting the remote ones first so that they all work at once.
+
+- An ``Agent`` has ``act(observation) -> action`` and ``learn(batch) -> dict | None`` (the
+  metrics of its update).
+- Agents that generate faster together (LoRA nodes sharing one base model) are
+  ``JointMember``s: they expose the same ``joint_actor`` (a ``JointActor``), which acts for all
+  of them in one ``act_jointly({node: observation, ...})`` call.
+- A ``ConcurrentAgent`` runs elsewhere (a Ray actor, ``agents.remote.remote``):
+  ``submit_act``/``submit_learn`` start a call and return a ``concurrent.futures.Future``.
+- A ``ConcurrentJointActor`` runs several nodes elsewhere (``agents.remote.remote_joint``):
+  ``submit_act_jointly``/``submit_learn_jointly`` start one call for all its nodes, so a round
+  costs two remote calls per actor however many nodes it holds.
+
+A node that is gone (its process or machine died) raises ``NodeFailure``: its act becomes
+``{"leave": True}`` and it leaves the swarm; a lost update is logged. Any other exception is a
+bug and propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any, Protocol, runtime_checkable
+
+from sapo_env.churn import LEAVE
+from sapo_env.types import Action, Group, Observation
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    def act(self, observation: Observation) -> Action: ...
+
+    def learn(self, batch: Sequence[Group]) -> Mapping[str, float] | None: ...
+
+
+class JointActor(Protocol):
+    """Acts for several nodes in one call (one batched generation for a LoRA swarm)."""
+
+    def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]: ...
+
+
+@runtime_checkable
+class ConcurrentJointActor(Protocol):
+    """A ``JointActor`` that runs elsewhere: one started call acts, or learns, for all its
+    nodes (futures of node -> action, and of node -> learn metrics)."""
+
+    def submit_act_jointly(self, observations: Mapping[str, Observation]) -> Future: ...
+
+    def submit_learn_jointly(self, batches: Mapping[str, Sequence[Group]]) -> Future: ...
+
+
+@runtime_checkable
+class JointMember(Agent, Protocol):
+    """An agent that acts through a ``JointActor`` shared with other agents (None: it acts
+    alone, through its own ``act``)."""
+
+    joint_actor: JointActor | None
+
+
+@runtime_checkable
+class ConcurrentAgent(Agent, Protocol):
+    """An agent that runs elsewhere (a Ray actor: ``agents.remote``): ``submit_act`` and
+    ``submit_learn`` start the call and return a ``concurrent.futures.Future`` of its result,
+    so the runner starts every such node's call before it waits for any."""
+
+    def submit_act(self, observation: Observation) -> Future: ...
+
+    def submit_learn(self, batch: Sequence[Group]) -> Future: ...
+
+
+class NodeFailure(RuntimeError):
+    """A node is gone (its process or machine died). Raised by its ``act`` (or the future of
+    it), the runner logs it and sends ``{"leave": True}`` for the node, and the run goes on;
+    raised by ``learn``, the update is lost (logged) and the node leaves when its next ``act``
+    fails too. ``agents.remote`` raises it when an actor dies; any other exception is a bug
+    and stops the run."""
+
+
+def joint_groups(agents: Mapping[str, Agent], inputs: Mapping[str, Any]
+                 ) -> dict[int, tuple[Any, dict[str, Any]]]:
+    """The nodes of ``inputs`` that act through a joint actor, grouped by it:
+    id(actor) -> (actor, {node: input})."""
+    groups: dict[int, tuple[Any, dict[str, Any]]] = {}
+    for a, value in inputs.items():
+        agent = agents[a]
+        if isinstance(agent, JointMember) and agent.joint_actor is not None:
+            groups.setdefault(id(agent.joint_actor), (agent.joint_actor, {}))[1][a] = value
+    return groups
+
+
+def act_all(agents: Mapping[str, Agent], observations: Mapping[str, Observation]
+            ) -> dict[str, Action]:
+    """The action of each node of ``observations``: nodes sharing a joint actor act in one
+    call, remote nodes and remote joint actors all at once, while the others act."""
+    joint = joint_groups(agents, observations)
+    remote_joint = {k: (actor, group, actor.submit_act_jointly(group))
+                    for k, (actor, group) in joint.items()
+                    if isinstance(actor, ConcurrentJointActor)}
+    pending = {a: agents[a].submit_act(o) for a, o in observations.items()
+               if isinstance(agents[a], ConcurrentAgent)}  # they work while the others act
+    grouped = {a for _, group in joint.values() for a in group}
+    actions = {a: unless_failed(a, agents[a].act, o, failed=LEAVE)
+               for a, o in observations.items() if a not in pending and a not in grouped}
+    calls = [(group, actor.act_jointly, group) for k, (actor, group) in joint.items()
+             if k not in remote_joint]
+    calls += [(group, future.result) for _, group, future in remote_joint.values()]
+    for group, call, *args in calls:
+        acted = unless_failed(", ".join(group), call, *args, failed=None)
+        actions.update(acted if acted is not None else dict.fromkeys(group, LEAVE))
+    actions.update({a: unless_failed(a, future.result, failed=LEAVE)
+                    for a, future in pending.items()})
+    return {a: actions[a] for a in observations}
+
+
+def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]]
+              ) -> dict[str, dict[str, float]]:
+    """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote
+    joint actor in one call, learn at the same time."""
+    remote_joint = [(group, actor.submit_learn_jointly(group))
+                    for actor, group in joint_groups(agents, batches).values()
+                    if isinstance(actor, ConcurrentJointActor)]
+    grouped = {a for group, _ in remote_joint for a in group}
+    pending = {a: agents[a].submit_learn(b) for a, b in batches.items()
+               if isinstance(agents[a], ConcurrentAgent) and a not in grouped}
+    learned = {a: unless_failed(a, agents[a].learn, b, failed=None)
+               for a, b in batches.items() if a not in pending and a not in grouped}
+    for group, future in remote_joint:
+        learned.update(unless_failed(", ".join(group), future.result, failed=None)
+                       or dict.fromkeys(group))
+    learned.update({a: unless_failed(a, future.result, failed=None)
+                    for a, future in pending.items()})
+    return {a: dict(learned[a] or {}) for a in batches}
+
+
+def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:
+    """``call(*args)``, or ``failed`` when it raises ``NodeFailure`` (logged)."""
+    try:
+        return call(*args)
+    except NodeFailure as failure:
+        logger.warning("%s failed and is removed from the swarm: %s", node, failure)
+        return failed
