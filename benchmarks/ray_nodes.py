@@ -105,7 +105,7 @@ def measure(rounds: int, sim_rounds: int, steps: int) -> dict:
 
     score_local = timed_steps(None, steps)
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
                  [str(TESTS), str(TESTS.parent)])}})
     try:

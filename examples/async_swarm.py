@@ -194,8 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=None if args.ray_address == "local" else args.ray_address,
-                 include_dashboard=False, log_to_driver=False)
+        ray.init(address=args.ray_address, include_dashboard=False, log_to_driver=False)
     # a round in which every node is pending has no mean reward (NaN, skipped in the sums)
     warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
     start = time.perf_counter()

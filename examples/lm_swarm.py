@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> sapo_env.History:
         from agents.remote import remote, remote_joint
 
         if not ray.is_initialized():  # (a caller may have started it)
-            ray.init(address=None if args.ray_address == "local" else args.ray_address)
+            ray.init(address=args.ray_address)  # "local" is Ray's: always a new one here
         lm_agents = (list(remote_joint(make_swarm, num_gpus=args.gpus_per_node).values())
                      if v["lora"] else [remote(f, num_gpus=args.gpus_per_node)
                                         for f in make_node])

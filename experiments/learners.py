@@ -9,9 +9,10 @@ one agent per node name, each asking for ``num_external`` (J) external groups ev
 seeded from ``seed`` (a ``numpy.random.SeedSequence``, the same for seed k in every
 configuration). Pass one as ``ReproduceConfig(learner=factory)`` to run your own agent through
 the sweep, or ``--learner package.module:factory`` on the command line. Sweeps run in worker
-processes, so a factory must be picklable: a module-level function, or an instance of a
-module-level class. ``describe(factory)`` names it in each run's resume key: change the
-factory (or its ``repr``) and the runs are done again.
+processes or Ray tasks, so a factory must be picklable: a module-level function, or an
+instance of a module-level class (on a Ray cluster, of a module every machine can import).
+``describe(factory)`` names it in each run's resume key: change the factory (or its ``repr``)
+and the runs are done again.
 """
 
 from __future__ import annotations

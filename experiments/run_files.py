@@ -1,6 +1,11 @@
 """One run's arrays on disk, shared by the harnesses (reproduce, bench-ratio, attack,
 format-propagation): written atomically, read back, recognised when resuming; running the runs
-(``run_all``); and the sweep's ``summary.json`` (``write_summary``).
+(``run_all``: here, in worker processes or as Ray tasks); and the sweep's ``summary.json``
+(``write_summary``).
+
+A harness's ``compute(spec)`` plays one run and returns its ``RunFile`` (plain data); wherever
+it ran, the sweep's own process writes the file (``RunFile.save``), so runs on other machines
+of a Ray cluster land in this machine's ``out`` folder.
 
 A run file is a compressed ``.npz`` holding the run's arrays and ``meta``, a JSON object whose
 ``key`` digests every setting that determines the run's outcome: a file whose key matches the
@@ -13,14 +18,17 @@ import datetime as _dt
 import json
 import os
 import platform
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
+
+from experiments.ray_runs import RayOptions, ray_runs
 
 
 def save_run(path: Path, meta: Mapping[str, Any], **arrays: Any) -> Path:
@@ -51,25 +59,55 @@ def is_finished(path: Path, key: str) -> bool:
         return False
 
 
-def run_all(run_one: Callable[[Any], Any], todo: Sequence[Any], done: int, jobs: int,
-            progress: bool) -> None:
-    """``run_one(spec)`` for every spec of ``todo``, in this process when ``jobs`` <= 1, else in
-    ``jobs`` worker processes started fresh ("spawn": no state or threads inherited), with a
-    progress bar over ``done + len(todo)`` runs. ``run_one`` and the specs must pickle."""
+@dataclass(frozen=True)
+class RunFile:
+    """What one run's file will hold: plain data, so that a worker process or a Ray task on
+    another machine computes it and the sweep's own process writes it (``save``)."""
+
+    path: Path  #: where the file goes (``save_run``)
+    meta: dict[str, Any]  #: JSON-serialisable, with the run's ``key``
+    arrays: dict[str, Any]  #: the run's arrays, by name
+    remove: tuple[str, ...] = ()
+    """File-name patterns in ``path``'s folder to delete once the file is written (the run's
+    checkpoints)."""
+
+    def save(self) -> Path:
+        """Write the file, then delete what ``remove`` names; return ``path``."""
+        save_run(self.path, self.meta, **self.arrays)
+        for pattern in self.remove:
+            for leftover in self.path.parent.glob(pattern):
+                leftover.unlink(missing_ok=True)
+        return self.path
+
+
+def run_all(compute: Callable[[Any], RunFile], todo: Sequence[Any], done: int, jobs: int,
+            progress: bool, ray: RayOptions | None = None) -> None:
+    """``compute(spec)`` for every spec of ``todo``, each ``RunFile`` written here as its run
+    finishes, with a progress bar over ``done + len(todo)`` runs. The runs go in this process
+    when ``jobs`` <= 1, else in ``jobs`` worker processes started fresh ("spawn": no state or
+    threads inherited); with ``ray``, as Ray tasks (``experiments.ray_runs``), and ``jobs`` is
+    not used. ``compute``, the specs and the run files must pickle."""
     bar = tqdm(total=done + len(todo), initial=done, desc="runs", unit="run",
                disable=not progress)
     try:
-        if jobs <= 1:
-            for spec in todo:
-                run_one(spec)
-                bar.update()
-        else:
-            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-                for future in as_completed([pool.submit(run_one, spec) for spec in todo]):
-                    future.result()
-                    bar.update()
+        for run in _computed(compute, todo, jobs, ray):
+            run.save()
+            bar.update()
     finally:
         bar.close()
+
+
+def _computed(compute: Callable[[Any], RunFile], todo: Sequence[Any], jobs: int,
+              ray: RayOptions | None) -> Iterator[RunFile]:
+    """The runs of ``todo`` as they finish (see ``run_all``)."""
+    if ray is not None:
+        yield from ray_runs(compute, todo, ray)
+    elif jobs <= 1:
+        yield from map(compute, todo)
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            for future in as_completed([pool.submit(compute, spec) for spec in todo]):
+                yield future.result()
 
 
 def machine_description() -> str:
@@ -78,10 +116,11 @@ def machine_description() -> str:
             f"Python {platform.python_version()}")
 
 
-def write_summary(path: Path, seconds: float, jobs: int, settings: Mapping[str, Any],
+def write_summary(path: Path, seconds: float, jobs: int | None, settings: Mapping[str, Any],
                   **results: Any) -> Path:
     """A sweep's ``summary.json``: when and where it ran, its wall time (this call's, not the
-    resumed runs'), its workers and settings, then ``results`` (its table rows, run times)."""
+    resumed runs'), its worker processes (None: Ray tasks, the settings say where) and
+    settings, then ``results`` (its table rows, run times)."""
     path.write_text(json.dumps({
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(), "wall_seconds": round(seconds, 1), "jobs": jobs,

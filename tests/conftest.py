@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
 import pytest
 
 import sapo_env
@@ -21,6 +27,43 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A 2-CPU local Ray for one module (tests/ and the repository importable in its workers),
+    shut down and its temp folder removed after. A Ray already initialised is used as it is
+    and left to whoever started it."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        yield
+        return
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are limited
+    here = Path(__file__).resolve().parent
+    path = os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])
+    # "local": a Ray of its own, never one left running on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _temp_dir=temp, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
+    assert not os.path.exists(temp)
+    deadline = time.monotonic() + 20  # Ray's processes name its temp folder in their arguments
+    while (left := _processes_naming(temp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"Ray processes still running after shutdown: {left}"
+
+
+def _processes_naming(text: str) -> list[int]:
+    """The pids of the processes whose command line contains ``text`` (Linux's /proc)."""
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if text.encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return pids
 
 
 @pytest.fixture(scope="module")

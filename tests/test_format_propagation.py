@@ -8,6 +8,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -209,10 +210,11 @@ def test_quick_run_end_to_end(quick):
 
 def test_resume_reuses_finished_runs_and_redoes_changed_ones(quick, monkeypatch):
     calls = []
-    monkeypatch.setattr(sweep_module, "run_one", lambda spec: calls.append(spec.name))
+    unsaved = SimpleNamespace(save=lambda: None)  # a run file that writes nothing
+    monkeypatch.setattr(sweep_module, "compute", lambda spec: calls.append(spec.name) or unsaved)
     format_propagation(tiny_config(quick.config.out, plots=False))
     assert calls == []
-    # another learning rate is another run (the patched run_one leaves the old file in place)
+    # another learning rate is another run (the patched compute leaves the old file in place)
     format_propagation(tiny_config(quick.config.out, plots=False,
                                    learning_rate=2 * quick.config.learning_rate,
                                    conditions=("isolated",)))

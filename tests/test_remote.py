@@ -1,13 +1,11 @@
 """Nodes in Ray actors (agents.remote): a synchronous run on ray.init(num_cpus=2) is exactly the
 in-process run for the same seed, with simulated learners and with tiny language models; the
-runner starts every remote call before waiting; Ray's processes and files are gone after."""
+runner starts every remote call before waiting; dead and slow nodes; Ray's processes and files
+are gone after (``local_ray`` is conftest.py's)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -22,19 +20,6 @@ from sapo_env.runner import ConcurrentAgent
 
 ray = pytest.importorskip("ray")
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    """A 2-CPU local Ray for this module, shut down and its temp folder removed after."""
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are limited
-    path = os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    yield
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
-    assert not os.path.exists(temp)
 
 
 def simulated_factories(names, seed):

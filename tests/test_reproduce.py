@@ -137,8 +137,8 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypat
                                 tensorboard=False, plots=False, progress=False)
     rp.reproduce(config)
     ran = []
-    original = sweep.run_one
-    monkeypatch.setattr(sweep, "run_one", lambda spec: ran.append(spec.name) or original(spec))
+    original = sweep.compute
+    monkeypatch.setattr(sweep, "compute", lambda spec: ran.append(spec.name) or original(spec))
     rp.reproduce(config)
     assert ran == []
     longer = rp.ReproduceConfig(**{**config.__dict__, "rounds": 6})

@@ -6,6 +6,7 @@ import argparse
 import logging
 from collections.abc import Sequence
 
+from experiments import ray_runs
 from experiments.attack.config import ATTACKS, FULL, QUICK, AttackConfig
 from experiments.attack.sweep import AttackResult, attack
 from experiments.console import print_result
@@ -30,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"rounds per run (default {FULL['rounds']})")
     parser.add_argument("--nodes", type=int, default=d.n_agents, help="nodes per swarm")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="parallel processes (default: one per CPU core)")
+                        help="parallel processes (default: one per CPU core; not with "
+                             "--ray-address)")
+    ray_runs.add_arguments(parser)
     parser.add_argument("--out", default=None,
                         help="output folder (default out/attack, quick out/attack-quick)")
     parser.add_argument("--no-resume", action="store_true",
@@ -43,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> AttackConfig:
     given = {"base_seed": args.base_seed, "n_agents": args.nodes, "jobs": args.jobs,
              "quick": args.quick, "resume": not args.no_resume, "plots": not args.no_plots,
-             "progress": not args.no_progress}
+             "progress": not args.no_progress, "ray": ray_runs.options_from_args(args)}
     optional = {"attacks": tuple(args.attacks) if args.attacks else None,
                 "fractions": tuple(args.fractions) if args.fractions else None,
                 "ablation": False if args.no_ablation else None,

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.ray_runs import RayOptions, check_ray
 from sapo_env.adversaries import TRANSPORT_ATTACKS, adversary_nodes
 from sapo_env.validation import check_int
 
@@ -97,6 +98,9 @@ class AttackConfig:
     """Nodes per swarm; 10 makes 10, 30 and 50% whole nodes."""
     jobs: int | None = None
     """Runs in parallel processes; None: one per CPU core."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray. None: processes on this machine."""
     resume: bool = True
     """Reuse finished runs in ``out/runs`` whose settings match."""
     plots: bool = True
@@ -135,6 +139,7 @@ class AttackConfig:
                                  "node")
         if self.jobs is not None:
             check_int("jobs", self.jobs, 1)
+        check_ray(self.ray, self.jobs)
 
     def specs(self) -> list[RunSpec]:
         """Every run of the grid (see the module docstring), clean runs first."""

@@ -1,5 +1,5 @@
 """Running the attack experiment: one swarm per attack, fraction, defense and seed, in worker
-processes, resumable; then the tables, the figure and the summary."""
+processes or Ray tasks, resumable; then the tables, the figure and the summary."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from experiments.attack.config import (
 )
 from experiments.attack.report import Cell, format_markdown, plot_attacks, summarise
 from experiments.reproduce.config import seeds_of
-from experiments.run_files import is_finished, load_run, run_all, save_run, write_summary
+from experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
 
 
 def attack_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -33,8 +33,13 @@ def attack_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
 
 
 def run_one(spec: RunSpec) -> Path:
-    """Run one swarm; save per-round rewards, the honest nodes' share of completions carrying
-    the injected line, and the groups verification rejected, to ``out/runs/<name>.npz``."""
+    """Run one swarm and save it to ``out/runs/<name>.npz`` (see ``compute``)."""
+    return compute(spec).save()
+
+
+def compute(spec: RunSpec) -> RunFile:
+    """Run one swarm; its file holds per-round rewards, the honest nodes' share of completions
+    carrying the injected line, and the groups verification rejected."""
     import sapo_env
     from agents.adversarial import adversarial_swarm
     from agents.injection import carries
@@ -72,9 +77,10 @@ def run_one(spec: RunSpec) -> Path:
     meta = {"key": spec.key(), "attack": spec.attack, "fraction": spec.fraction,
             "defense": spec.defense, "seed_index": spec.seed_index, "env_seed": env_seed,
             "nodes": names, "adversaries": bad, "seconds": time.perf_counter() - started}
-    return save_run(spec.path, meta, rewards=history.rewards,
-                    honest=np.array([a in honest for a in names]),
-                    injected=np.array(injected), rejected=np.array(rejected))
+    return RunFile(spec.path, meta, {"rewards": history.rewards,
+                                     "honest": np.array([a in honest for a in names]),
+                                     "injected": np.array(injected),
+                                     "rejected": np.array(rejected)})
 
 
 @dataclass
@@ -99,7 +105,7 @@ def attack(config: AttackConfig | None = None) -> AttackResult:
     specs = config.specs()
     todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    run_all(run_one, todo, len(specs) - len(todo), jobs, config.progress)
+    run_all(compute, todo, len(specs) - len(todo), jobs, config.progress, config.ray)
     runs: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
     for spec in specs:
         runs.setdefault((spec.attack, spec.fraction, spec.defense), []).append(
@@ -111,7 +117,7 @@ def attack(config: AttackConfig | None = None) -> AttackResult:
         files.append(plot_attacks(config, cells, out / "honest_reward.png"))
     seconds = time.perf_counter() - started
     files.append(write_summary(
-        out / "summary.json", seconds, jobs, settings_dict(config),
+        out / "summary.json", seconds, None if config.ray else jobs, settings_dict(config),
         # the runs' own time, kept across resumes (wall_seconds counts only this call)
         run_seconds_total=round(sum(r["meta"]["seconds"] for rs in runs.values() for r in rs), 1),
         cells=[asdict(x) for x in cells]))

@@ -6,6 +6,7 @@ import argparse
 import logging
 from collections.abc import Sequence
 
+from experiments import ray_runs
 from experiments.bench_ratio.config import (
     DEFAULT_POLICIES,
     FULL,
@@ -39,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"rounds per run (default {FULL['rounds']})")
     parser.add_argument("--nodes", type=int, default=d.n_agents, help="nodes per swarm")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="parallel processes (default: one per CPU core)")
+                        help="parallel processes (default: one per CPU core; not with "
+                             "--ray-address)")
+    ray_runs.add_arguments(parser)
     parser.add_argument("--out", default=None,
                         help="output folder (default out/bench-ratio, quick "
                              "out/bench-ratio-quick)")
@@ -53,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     given = {"sb3_model": args.sb3_model, "base_seed": args.base_seed, "n_agents": args.nodes,
              "jobs": args.jobs, "quick": args.quick, "resume": not args.no_resume,
-             "plots": not args.no_plots, "progress": not args.no_progress}
+             "plots": not args.no_plots, "progress": not args.no_progress,
+             "ray": ray_runs.options_from_args(args)}
     optional = {"policies": tuple(args.policies) if args.policies else None,
                 "settings": tuple(args.settings) if args.settings else None,
                 "seeds": args.seeds, "rounds": args.rounds, "out": args.out}

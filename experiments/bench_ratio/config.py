@@ -34,6 +34,7 @@ import numpy as np
 
 from experiments import learners
 from experiments.learners import AgentFactory
+from experiments.ray_runs import RayOptions, check_ray
 from sapo_env.validation import check_int
 
 Setting = Literal["all", "focal", "mixed"]
@@ -160,6 +161,10 @@ class BenchConfig:
     """Who plays the nodes (see ``experiments.learners``)."""
     jobs: int | None = None
     """Runs in parallel processes; None: one per CPU core."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray. None: processes on this machine. The learner
+    factory and ``sb3_model`` must be importable and readable where the tasks run."""
     resume: bool = True
     """Reuse finished runs in ``out/runs`` whose settings match."""
     plots: bool = True
@@ -200,6 +205,7 @@ class BenchConfig:
                              f"got {self.n_agents}")
         if self.jobs is not None:
             check_int("jobs", self.jobs, 1)
+        check_ray(self.ray, self.jobs)
 
     def specs(self) -> list[RunSpec]:
         return [RunSpec(p, s, k, self) for s in self.settings for p in self.policies

@@ -1,5 +1,5 @@
-"""Running the benchmark: one swarm per policy, setting and seed, in worker processes,
-resumable; then the table and the figure."""
+"""Running the benchmark: one swarm per policy, setting and seed, in worker processes or Ray
+tasks, resumable; then the table and the figure."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 from experiments.bench_ratio.config import BenchConfig, RunSpec, settings_dict, spec_of
 from experiments.bench_ratio.report import Row, format_markdown, plot_num_external, summarise
 from experiments.reproduce.config import seeds_of
-from experiments.run_files import is_finished, load_run, run_all, save_run, write_summary
+from experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
 
 
 def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -24,7 +24,12 @@ def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
 
 
 def run_one(spec: RunSpec) -> Path:
-    """Run one swarm; save its per-round arrays to ``out/runs/<name>.npz``."""
+    """Run one swarm and save its per-round arrays to ``out/runs/<name>.npz``."""
+    return compute(spec).save()
+
+
+def compute(spec: RunSpec) -> RunFile:
+    """Run one swarm; its file holds the per-round rewards, J and completions generated."""
     import sapo_env
 
     c = spec.config
@@ -44,9 +49,10 @@ def run_one(spec: RunSpec) -> Path:
     meta = {"key": spec.key(), "policy": spec.policy, "setting": spec.setting,
             "seed_index": spec.seed_index, "env_seed": env_seed,
             "seconds": time.perf_counter() - started, "roles": roles}
-    return save_run(spec.path, meta, rewards=history.rewards,
-                    num_external=history.num_external, generated=history.generated,
-                    uses_policy=np.array([roles[a] == spec.policy for a in names]))
+    return RunFile(spec.path, meta, {
+        "rewards": history.rewards, "num_external": history.num_external,
+        "generated": history.generated,
+        "uses_policy": np.array([roles[a] == spec.policy for a in names])})
 
 
 @dataclass
@@ -70,7 +76,7 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
     specs = config.specs()
     todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    run_all(run_one, todo, len(specs) - len(todo), jobs, config.progress)
+    run_all(compute, todo, len(specs) - len(todo), jobs, config.progress, config.ray)
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for spec in specs:
         runs.setdefault((spec.setting, spec.policy), []).append(load_run(spec.path))
@@ -81,7 +87,7 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
         files.append(plot_num_external(config, runs, out / "num_external.png"))
     seconds = time.perf_counter() - started
     files.append(write_summary(
-        out / "summary.json", seconds, jobs, settings_dict(config),
+        out / "summary.json", seconds, None if config.ray else jobs, settings_dict(config),
         # the runs' own time, kept across resumes (wall_seconds counts only this call)
         run_seconds_total=round(sum(r["meta"]["seconds"] for rs in runs.values() for r in rs), 1),
         rows=[asdict(x) for x in rows]))

@@ -7,6 +7,7 @@ import argparse
 import logging
 from collections.abc import Sequence
 
+from experiments import ray_runs
 from experiments.console import print_result
 from experiments.format_propagation.config import CONDITIONS, FULL, QUICK, FormatConfig
 from experiments.format_propagation.sweep import FormatResult, format_propagation
@@ -39,10 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add("--leave-round", type=int, default=None,
         help="first round without the demonstrator in 'demonstrator-leaves' (default: half)")
     add("--jobs", type=int, default=None,
-        help="runs at once, in processes (default: one per CPU core; 1 on a GPU)")
+        help="runs at once, in processes (default: one per CPU core; 1 on a GPU; not with "
+             "--ray-address)")
     add("--threads", type=int, default=None,
-        help="torch CPU threads per run (default: the cores over --jobs)")
+        help="torch CPU threads per run (default: the cores over --jobs; on Ray, "
+             "--cpus-per-run)")
     add("--device", default=d.device, help="auto, cpu, cuda or mps")
+    ray_runs.add_arguments(parser, gpus=True)
     add("--no-resume", action="store_true", help="rerun runs already finished in OUT/runs")
     add("--no-tensorboard", action="store_true", help="write no TensorBoard runs")
     add("--no-plots", action="store_true", help="write no PNG figure")
@@ -65,7 +69,7 @@ def config_from_args(args: argparse.Namespace) -> FormatConfig:
         demo_accuracy=args.demo_accuracy, demo_tag_probability=args.demo_tag_probability,
         jobs=args.jobs, threads=args.threads, device=args.device, resume=not args.no_resume,
         tensorboard=not args.no_tensorboard, plots=not args.no_plots,
-        progress=not args.no_progress)
+        progress=not args.no_progress, ray=ray_runs.options_from_args(args))
     optional = {"conditions": tuple(args.conditions) if args.conditions else None,
                 "seeds": args.seeds, "rounds": args.rounds, "out": args.out,
                 "num_external": args.num_external, "leave_round": args.leave_round}

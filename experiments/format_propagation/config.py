@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.ray_runs import RayOptions, check_ray
 from sapo_env.validation import check_int
 
 #: ``model`` may be a factory returning ``(model, tokenizer)`` (tests use a tiny model).
@@ -119,7 +120,13 @@ class FormatConfig:
     On 2 cores two runs of one thread each do twice the work of one run on both: a generate
     call of 32 rows keeps one core busy, no more."""
     threads: int | None = None
-    """torch CPU threads of each run (None: the CPU cores over ``jobs``)."""
+    """torch CPU threads of each run (None: the CPU cores over ``jobs``; on Ray, the run's
+    ``cpus_per_run``)."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray; ``gpus_per_run=1`` puts each on a GPU. TensorBoard
+    runs are written where a task runs, and the progress bar counts runs, not rounds. None:
+    processes on this machine."""
     device: str = "auto"
     """Device of the LM nodes: auto (cuda, mps, cpu) or a torch device string."""
 
@@ -151,6 +158,7 @@ class FormatConfig:
         for name in ("jobs", "threads"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
+        check_ray(self.ray, self.jobs)
         for name in ("demo_accuracy", "demo_tag_probability"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
@@ -197,7 +205,7 @@ class FormatConfig:
 
 #: fields that change no run's numbers (left out of the resume key)
 _OUTPUT_ONLY = {"out", "conditions", "seeds", "quick", "tensorboard", "plots", "resume",
-                "progress", "jobs", "threads", "model"}
+                "progress", "jobs", "threads", "ray", "model"}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from experiments.format_propagation.config import BY_NAME, Condition, FormatConfig, RunSpec
 from experiments.format_propagation.metrics import METRICS, round_metrics
 from experiments.reproduce.config import seeds_of
-from experiments.run_files import is_finished, save_run
+from experiments.run_files import RunFile, is_finished
 from sapo_env.tensorboard import TensorBoardCallback
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,12 @@ def _board(config: FormatConfig, spec: RunSpec, condition: Condition) -> FormatB
 
 def run_one(spec: RunSpec) -> Path:
     """Run one condition under one seed; save its arrays to ``out/runs/<name>.npz``."""
+    return compute(spec).save()
+
+
+def compute(spec: RunSpec) -> RunFile:
+    """Run one condition under one seed; its file holds the per-round metrics of every node,
+    the round times and one completion per node and round."""
     import sapo_env
 
     config, condition = spec.config, BY_NAME[spec.condition]
@@ -142,8 +148,8 @@ def run_one(spec: RunSpec) -> Path:
             "env_seed": env_seed, "seconds": float(round_seconds.sum()), "agents": list(names),
             "lm_nodes": config.lm_nodes, "leave_round": (config.first_absent_round
                                                          if condition.leaves else None)}
-    return save_run(spec.path, meta, round_seconds=round_seconds,
-                    samples=np.asarray(samples, dtype=str), **arrays)
+    return RunFile(spec.path, meta, {"round_seconds": round_seconds,
+                                     "samples": np.asarray(samples, dtype=str), **arrays})
 
 
 def finished(spec: RunSpec) -> bool:

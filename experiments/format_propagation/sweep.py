@@ -1,5 +1,5 @@
-"""The whole experiment: every condition under every seed, one run after another, resumable;
-then the table, the figure and a summary."""
+"""The whole experiment: every condition under every seed, one run after another, in worker
+processes or as Ray tasks, resumable; then the table, the figure and a summary."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from experiments.format_propagation.config import FormatConfig, RunSpec
 from experiments.format_propagation.report import Row, format_markdown, plot_figure, summarise
-from experiments.format_propagation.run import finished, run_one
+from experiments.format_propagation.run import compute, finished
 from experiments.run_files import load_run, run_all, write_summary
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,8 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
     """Run (or resume) every run and write ``results.md``, the figure and ``summary.json``.
 
     Runs go ``jobs_for(config)`` at a time in worker processes (one thread each by default),
-    or one after another in this process when that is 1.
+    or one after another in this process when that is 1; with ``config.ray``, as Ray tasks
+    of ``cpus_per_run`` threads each (by default), under one progress bar over the runs.
     """
     config = config or FormatConfig()
     started = time.perf_counter()
@@ -55,14 +56,17 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
     todo = [s for s in specs if not (config.resume and finished(s))]
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
-    jobs = min(jobs_for(config), max(len(todo), 1))
-    if jobs > 1:
-        # one thread per run unless told otherwise: each process keeps a core busy
-        per_run = dataclasses.replace(config, threads=config.threads or
-                                      max(1, (os.cpu_count() or 1) // jobs))
+    jobs = 1 if config.ray else min(jobs_for(config), max(len(todo), 1))
+    if config.ray or jobs > 1:
+        # one thread per core a run has (its task's cpus_per_run, its process's share) unless
+        # told otherwise: each keeps its cores busy. A Ray task draws no bar of rounds
+        cores = config.ray.cpus_per_run if config.ray else (os.cpu_count() or 1) // jobs
+        per_run = dataclasses.replace(config, threads=config.threads or max(1, int(cores)),
+                                      progress=config.progress and not config.ray)
         todo = [RunSpec(s.condition, s.seed_index, per_run) for s in todo]
-    # each run shows its own bar of rounds, so no bar over the runs
-    run_all(run_one, todo, len(specs) - len(todo), jobs, progress=False)
+    # here each run shows its own bar of rounds, so no bar over the runs; on Ray, that one
+    run_all(compute, todo, len(specs) - len(todo), jobs,
+            progress=config.progress and config.ray is not None, ray=config.ray)
 
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in config.conditions}
     for spec in specs:
@@ -74,7 +78,7 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
         files.append(plot_figure(config, runs))
     seconds = time.perf_counter() - started
     files.append(write_summary(
-        out / "summary.json", seconds, jobs,
+        out / "summary.json", seconds, None if config.ray else jobs,
         {f.name: (getattr(config, f.name) if f.name != "model" else config.model_name())
          for f in dataclasses.fields(config)},
         run_seconds={spec.name: round(runs[spec.condition][spec.seed_index]["meta"]["seconds"], 1)

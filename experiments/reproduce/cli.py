@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Sequence
 
-from experiments import learners
+from experiments import learners, ray_runs
 from experiments.console import print_result
 from experiments.reproduce.config import EXPERIMENTS, FULL, QUICK, ReproduceConfig
 from experiments.reproduce.sweep import ReproduceResult, reproduce
@@ -46,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--held-out-questions", type=int, default=None,
                         help=f"held-out questions (default {FULL['held_out_questions']})")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="parallel processes (default: one per CPU core)")
+                        help="parallel processes (default: one per CPU core; not with "
+                             "--ray-address)")
+    ray_runs.add_arguments(parser, gpus=True)
     parser.add_argument("--out", default=None,
                         help="output folder (default out/reproduce, quick out/reproduce-quick)")
     parser.add_argument("--swarm", action="append", default=[], metavar="FIELD=VALUE",
@@ -84,6 +86,7 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         "resume": not args.no_resume, "checkpoint_every": args.checkpoint_every,
         "tensorboard": not args.no_tensorboard,
         "plots": not args.no_plots, "progress": not args.no_progress,
+        "ray": ray_runs.options_from_args(args),
     }
     optional = {"experiments": tuple(args.experiments) if args.experiments else None,
                 "seeds": args.seeds, "rounds": args.rounds, "out": args.out,

@@ -14,6 +14,7 @@ import numpy as np
 
 from experiments import learners
 from experiments.learners import AgentFactory
+from experiments.ray_runs import RayOptions, check_ray
 from sapo_env.validation import check_int
 
 Learner = Literal["sim", "grpo"]
@@ -90,6 +91,10 @@ class ReproduceConfig:
     """Questions in the held-out set (None: 64, quick 16)."""
     jobs: int | None = None
     """Runs in parallel processes; None: one per CPU core."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray; ``gpus_per_run=1`` for GRPO learners on GPUs.
+    Checkpoints and TensorBoard runs are written where a task runs. None: this machine."""
     tensorboard: bool = True
     """Write TensorBoard runs (skipped with a warning if tensorboard is not installed)."""
     plots: bool = True
@@ -138,6 +143,7 @@ class ReproduceConfig:
             check_int(name, getattr(self, name), 1)
         if self.jobs is not None:
             check_int("jobs", self.jobs, 1)
+        check_ray(self.ray, self.jobs)
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if self.n_agents < 2:
             raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "

@@ -1,4 +1,5 @@
-"""Running the sweep: one run per configuration and seed, in worker processes, resumable."""
+"""Running the sweep: one run per configuration and seed, in worker processes or Ray tasks,
+resumable."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
 from experiments.reproduce.figures import plot_figures
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
-from experiments.run_files import is_finished, load_run, run_all, save_run, write_summary
+from experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
 from sapo_env.checkpoint import Checkpoint, require_state_dicts
 from sapo_env.runner import Callback
 
@@ -71,8 +72,15 @@ def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
 
 
 def run_one(spec: RunSpec) -> Path:
+    """Run one experiment under one seed; save its arrays to ``out/runs/<name>.npz`` and
+    remove its checkpoint (see ``compute``)."""
+    return compute(spec).save()
+
+
+def compute(spec: RunSpec) -> RunFile:
     """Run one experiment under one seed (from its checkpoint, if an interrupted sweep left
-    one); save its arrays to ``out/runs/<name>.npz`` and remove the checkpoint."""
+    one); saving its file (``RunFile.save``) removes this run's checkpoint, a stale one of
+    other settings and a write a crash cut short."""
     import sapo_env
     from sapo_env import metrics
 
@@ -123,11 +131,7 @@ def run_one(spec: RunSpec) -> Path:
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
     meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
             "env_seed": env_seed, "seconds": clock.seconds, "agents": list(history.agents)}
-    path = save_run(spec.path, meta, **arrays)
-    # this run's checkpoint, a stale one of other settings, and a write a crash cut short
-    for leftover in spec.path.parent.glob(f"{spec.name}.*.ckpt*"):
-        leftover.unlink(missing_ok=True)
-    return path
+    return RunFile(spec.path, meta, arrays, remove=(f"{spec.name}.*.ckpt*",))
 
 
 def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
@@ -141,9 +145,9 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    # GPU models stay in one process
-    run_all(run_one, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
-            config.progress)
+    # GPU models stay in one process (on Ray, each run reserves ray.gpus_per_run)
+    run_all(compute, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
+            config.progress, config.ray)
 
     runs: dict[str, list[dict[str, Any]]] = {e: [] for e in config.experiments}
     for spec in specs:  # experiment by experiment, seeds in order
@@ -157,7 +161,7 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
         files += plot_figures(config, runs)
     seconds = time.perf_counter() - started
     files.append(write_summary(
-        out / "summary.json", seconds, jobs,
+        out / "summary.json", seconds, None if config.ray else jobs,
         {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
         run_seconds={spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]["seconds"], 1)
                      for spec in specs},
