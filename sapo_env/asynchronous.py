@@ -3,7 +3,8 @@ seconds a round for the remote nodes (``ConcurrentAgent``: ``agents.remote``), s
 different speeds do not wait for each other.
 
 Each round: every live remote node that is not already working is given its observation
-(``submit_act``), the in-process nodes act, and the round waits until every remote node is done
+(``submit_act``), the other nodes act as in synchronous rounds (in process, or through a joint
+actor such as ``agents.remote.remote_joint``'s: the round waits for them), and the round waits until every remote node is done
 or ``deadline`` seconds have passed since it began. A node that is not done plays the round as
 pending (``{"pending": True}``, ``sapo_env.churn``): it contributes nothing, keeps its
 questions and keeps working. When its action arrives, in a later round, it is scored against
