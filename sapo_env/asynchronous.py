@@ -4,14 +4,15 @@ different speeds do not wait for each other.
 
 Each round: every live remote node that is not already working is given its observation
 (``submit_act``), the other nodes act as in synchronous rounds (in process, or through a joint
-actor such as ``agents.remote.remote_joint``'s: the round waits for them), and the round waits until every remote node is done
-or ``deadline`` seconds have passed since it began. A node that is not done plays the round as
-pending (``{"pending": True}``, ``sapo_env.churn``): it contributes nothing, keeps its
-questions and keeps working. When its action arrives, in a later round, it is scored against
-the questions it answered, its groups go to the pool stamped with their questions' round (so
-only while that round is inside ``pool_window``: ``infos[node]["staleness"]``), and it trains
-on the batch of that round: ``submit_learn`` is started and not waited for, and its next
-``act`` (queued behind it in the node's actor) starts in the next round.
+actor such as ``agents.remote.remote_joint``'s: the round waits for them), and the round waits
+until every remote node is done or ``deadline`` seconds have passed since it began. A node that
+is not done plays the round as pending (``{"pending": True}``, ``sapo_env.churn``): it
+contributes nothing, keeps its questions and keeps working. When its action arrives, in a later
+round, it is scored against the questions it answered, its groups go to the pool stamped with
+their questions' round (so only while that round is inside ``pool_window``:
+``infos[node]["staleness"]``), and it trains on the batch of that round: ``submit_learn`` is
+started and not waited for, and its next ``act`` (queued behind it in the node's actor) starts
+in the next round.
 
 What it changes:
 - Learn metrics are recorded in the round in which the update finished (``RoundRecord.

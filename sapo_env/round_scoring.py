@@ -1,6 +1,7 @@
 """Scoring a round's completions: in the env's process (the default) or spread over Ray workers.
 
-At n = 512 a round is 16,384 completions and about a second of verifier work on one core.
+At n = 512 a round is 16,384 completions, about a third of a second of verifier work on one
+core (BENCHMARKS.md, "Ray nodes").
 ``parallel_env(n=512, scoring=RayScoring(workers=2))`` scores them in Ray tasks instead (call
 ``ray.init()`` first): the questions go to the workers as their refs and reasoning-gym entries,
 each worker rebuilds the same datasets (cached) and scores with the same guarded, safe scorers,
@@ -20,7 +21,7 @@ import numpy as np
 
 from sapo_env.answers import AnswerExtractor
 from sapo_env.scoring_guard import ScoringLimits, no_failures
-from sapo_env.tasks import DrawnQuestion, dataset_of
+from sapo_env.tasks import DrawnQuestion, dataset_for
 
 #: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions).
 Job = tuple[Mapping[str, Any], Mapping[str, Any], Sequence[str]]
@@ -51,7 +52,7 @@ def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLim
     results = []
     for ref, entry, texts in jobs:
         failures = no_failures()
-        drawn = DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_of(ref))
+        drawn = DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_for(ref))
         results.append((drawn.score(texts, extract, limits, failures), failures))
     return results
 

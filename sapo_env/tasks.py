@@ -79,11 +79,6 @@ def _entry(task: str, config_items: tuple, seed: int, index: int) -> dict[str, A
     return generate(_dataset(task, config_items, seed), index)
 
 
-def dataset_of(ref: QuestionRef) -> ProceduralDataset:
-    """The reasoning-gym dataset (cached) that a ref's question comes from: it scores it."""
-    return _dataset(ref["task"], _freeze(ref["config"]), int(ref["seed"]))
-
-
 def resolve(ref: QuestionRef) -> dict[str, Any]:
     """Re-derive the reasoning-gym entry (question, answer, metadata) a ref points to.
 
