@@ -49,6 +49,26 @@ def test_a_remote_simulated_swarm_runs_exactly_as_in_process(local_ray):
         node.kill()
 
 
+def test_ratio_policies_steer_remote_nodes_as_in_process_ones(local_ray):
+    from agents import DiscountedUCB, PoolQuality
+    from agents.remote import remote_swarm
+
+    def play(nodes):
+        policies = {"node_0": DiscountedUCB(), "node_2": PoolQuality()}
+        return sapo_env.run(sapo_env.parallel_env(n=3, max_rounds=15), nodes, seed=1,
+                            progress=False, ratio_policies=policies)
+
+    env = sapo_env.parallel_env(n=3)
+    here = play({a: f() for a, f in simulated_factories(env.possible_agents, 2).items()})
+    nodes = remote_swarm(simulated_factories(env.possible_agents, 2), num_cpus=0.5)
+    there = play(nodes)
+    np.testing.assert_array_equal(here.num_external, there.num_external)
+    np.testing.assert_array_equal(here.rewards, there.rewards)
+    assert len(set(here.num_external[:, 0])) > 1  # the policy did move J
+    for node in nodes.values():
+        node.kill()
+
+
 def tiny_grpo_agent(seed):
     """A GRPO node on a 2-layer Llama (tests/tiny_lm.py), built where it is called."""
     import torch
