@@ -76,10 +76,13 @@ class SharedPool:
         self._all = _Runs(())
         self._passing = _Runs(())
 
+    def in_window(self, group_round: int, round_: int) -> bool:
+        """Whether a group stamped ``group_round`` belongs in the pool in round ``round_``."""
+        return group_round > round_ - self.window
+
     def publish(self, round_: int, groups: Sequence[Group]) -> None:
         """Add this round's groups, then evict those outside the window and over capacity."""
-        oldest_kept = round_ - self.window + 1
-        entries = [e for e in self._entries if e[0]["round"] >= oldest_kept]
+        entries = [e for e in self._entries if self.in_window(e[0]["round"], round_)]
         entries += [(g, bool(self._keep(g)), float(g["rewards"].mean())) for g in groups]
         if self.capacity is not None and len(entries) > self.capacity:
             entries = entries[len(entries) - self.capacity:]

@@ -276,11 +276,11 @@ class SwarmEnv(ParallelEnv):
         c = self.config
         # a late node's groups older than the pool window are not shared (infos count them)
         built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
-                 if s and g["round"] > self.round - c.pool_window]
+                 if s and self._pool.in_window(g["round"], self.round)]
         sent = tamper(built, c.adversaries, self._extract, c.advantage_eps)
         rejected: Counter = Counter()
         if self._verifier is not None:
-            staying = [g for g in self._pool.groups if g["round"] > self.round - c.pool_window]
+            staying = [g for g in self._pool.groups if self._pool.in_window(g["round"], self.round)]
             sent, rejected = self._verifier.screen(sent, trusted=built, already=staying)
         self._pool.publish(self.round, sent)
         return rejected
@@ -341,8 +341,8 @@ class SwarmEnv(ParallelEnv):
                 "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
                 "shared_groups": len(shared),
-                "staleness": (stale := self.round - self._held.get(a, self.round)),
-                "stale_unshared": len(shared) if stale >= self.config.pool_window else 0,
+                "staleness": self.round - (asked := self._held.get(a, self.round)),
+                "stale_unshared": 0 if self._pool.in_window(asked, self.round) else len(shared),
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
                 "scoring_failures": self._scoring_failures[a],
