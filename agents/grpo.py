@@ -64,8 +64,6 @@ import copy
 import dataclasses
 import json
 import logging
-import math
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,7 +73,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agents.checkpoints import load_weights, save_weights
-from agents.encoding import EncodedGroup, MicroBatch, encode_group, micro_batches, training_set
+from agents.encoding import EncodedGroup, MicroBatch, encode_group
 from agents.generation import (
     base_model,
     chat_prompt_ids,
@@ -84,7 +82,8 @@ from agents.generation import (
     generate_completion_ids,
 )
 from agents.grpo_config import GRPOConfig
-from agents.loss import grpo_loss, token_logprobs
+from agents.grpo_update import GRPOUpdate
+from agents.loss import token_logprobs
 from agents.models import (
     attach_lora_adapter,
     autocast,
@@ -94,7 +93,6 @@ from agents.models import (
     resolve_device,
     resolve_dtype,
 )
-from agents.received_logprob import screen_external
 from agents.torch_rng import TorchRNG
 from sapo_env.validation import check_int
 
@@ -306,74 +304,23 @@ class GRPOAgent:
 
     def learn(self, batch: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """One GRPO update (``num_iterations`` optimizer steps) on the env's training set."""
-        start = time.perf_counter()
-        cfg = self.config
-        batch, rejected = screen_external(self, batch)  # min_external_logprob, when set
-        data = training_set(batch, self.encode_group, cfg)
-        trained_tokens = float(sum(len(row.completion) for row in data.rows))
-        metrics = {
-            "loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0,
-            "tokens": trained_tokens,
-            "normalizer": float(data.tokens if cfg.loss_normalization == "token"
-                                else data.sequences),
-            "truncated": float(data.truncated), "groups": float(data.groups),
-            "skipped_groups": float(len(batch) - data.groups), "seconds": 0.0,
-            "rejected_completions": float(rejected),
-        }
-        if not data.rows:
-            metrics["seconds"] = time.perf_counter() - start
-            return metrics
+        update = GRPOUpdate.begin(self, batch)
+        if not update.micro:
+            return update.finish()
         self._activate()
-        micro = micro_batches(data.rows, cfg.micro_batch_size, self.pad_id, self.device)
-        old: list[torch.Tensor] = []
-        reference: list[torch.Tensor | None] = []
-        sums = {"loss": 0.0, "clipped": 0.0, "ratio": 0.0, "kl": 0.0, "grad_norm": 0.0}
         self.model.train()
         try:
             with self.rng.scope():  # LoRA dropout, if any, draws from the agent's stream
-                for iteration in range(cfg.num_iterations):
+                for iteration in range(self.config.num_iterations):
                     self.optimizer.zero_grad(set_to_none=True)
-                    for k, mb in enumerate(micro):
+                    for k, mb in enumerate(update.micro):
                         logp = self._token_logprobs(self.model, mb)
-                        if iteration == 0:
-                            # All micro-batches of the first pass see the same weights (one
-                            # step per pass), so these are the sampling policy's log-probs.
-                            old.append(logp.detach())
-                            reference.append(self._reference_logprobs(mb) if cfg.beta > 0 else None)
-                        out = grpo_loss(
-                            logp, old[k], mb.advantages, mb.completion_mask,
-                            epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high,
-                            normalization=cfg.loss_normalization, beta=cfg.beta,
-                            ref_logp=reference[k], total_tokens=data.tokens,
-                            total_sequences=data.sequences,
-                        )
-                        out.loss.backward()
-                        sums["loss"] += float(out.loss.detach())
-                        sums["clipped"] += float(out.clipped_tokens)
-                        sums["ratio"] += float(out.ratio_sum)
-                        sums["kl"] += float(out.kl_sum)
-                    norm = torch.nn.utils.clip_grad_norm_(
-                        self.trainable_parameters, cfg.max_grad_norm or math.inf
-                    )
-                    sums["grad_norm"] += float(norm)
-                    if torch.isfinite(norm):
-                        self.optimizer.step()
-                        self.steps += 1
-                    else:
-                        logger.warning("non-finite gradient norm %s; step skipped", float(norm))
+                        update.loss(k, logp, iteration, self._reference_logprobs).backward()
+                    update.step()
         finally:
             self.model.eval()
             self.optimizer.zero_grad(set_to_none=True)
-        per_token = trained_tokens * cfg.num_iterations
-        metrics.update(
-            loss=sums["loss"] / cfg.num_iterations,
-            clip_fraction=sums["clipped"] / per_token,
-            ratio_mean=sums["ratio"] / per_token,
-            kl=sums["kl"] / per_token,
-            grad_norm=sums["grad_norm"] / cfg.num_iterations,
-            seconds=time.perf_counter() - start,
-        )
-        return metrics
+        return update.finish()
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -386,11 +333,13 @@ class GRPOAgent:
         for bit."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        # A LoRA swarm generates from a joint stream; a batched swarm (rng None) does not.
+        joint_rng = None if self.joint_actor is None else self.joint_actor.rng
         save_weights(self.model, self.adapter_name, path)
         state = {
             "optimizer": self.optimizer.state_dict() if optimizer else None,
             "rng": self.rng.state_dict(),
-            "joint_rng": None if self.joint_actor is None else self.joint_actor.rng.state_dict(),
+            "joint_rng": None if joint_rng is None else joint_rng.state_dict(),
             "steps": self.steps,
         }
         torch.save(state, path / "state.pt")
@@ -410,6 +359,7 @@ class GRPOAgent:
         else:
             self.optimizer.load_state_dict(state["optimizer"])
         self.rng.load_state_dict(state["rng"])
-        if self.joint_actor is not None and state.get("joint_rng") is not None:
+        if self.joint_actor is not None and self.joint_actor.rng is not None \
+                and state.get("joint_rng") is not None:
             self.joint_actor.rng.load_state_dict(state["joint_rng"])
         self.steps = int(state["steps"])

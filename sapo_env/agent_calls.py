@@ -6,6 +6,9 @@ node's agent for a round, starting the remote ones first so that they all work a
 - Agents that generate faster together (LoRA nodes sharing one base model) are
   ``JointMember``s: they expose the same ``joint_actor`` (a ``JointActor``), which acts for all
   of them in one ``act_jointly({node: observation, ...})`` call.
+- A joint actor that also has ``learn_jointly({node: batch, ...})`` (a ``JointLearner``: small
+  models whose forward passes are batched across nodes, ``agents.tiny.batched_swarm``) learns
+  for all of them in one call too.
 - A ``ConcurrentAgent`` runs elsewhere (a Ray actor, ``agents.remote.remote``):
   ``submit_act``/``submit_learn`` start a call and return a ``concurrent.futures.Future``.
 - A ``ConcurrentJointActor`` runs several nodes elsewhere (``agents.remote.remote_joint``):
@@ -41,6 +44,14 @@ class JointActor(Protocol):
     """Acts for several nodes in one call (one batched generation for a LoRA swarm)."""
 
     def act_jointly(self, observations: Mapping[str, Observation]) -> dict[str, Action]: ...
+
+
+@runtime_checkable
+class JointLearner(JointActor, Protocol):
+    """A ``JointActor`` that also learns for its nodes in one call (node -> learn metrics)."""
+
+    def learn_jointly(self, batches: Mapping[str, Sequence[Group]]
+                      ) -> Mapping[str, Mapping[str, float] | None]: ...
 
 
 @runtime_checkable
@@ -119,15 +130,22 @@ def act_all(agents: Mapping[str, Agent], observations: Mapping[str, Observation]
 def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]]
               ) -> dict[str, dict[str, float]]:
     """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote
-    joint actor in one call, learn at the same time."""
-    remote_joint = [(group, actor.submit_learn_jointly(group))
-                    for actor, group in joint_groups(agents, batches).values()
+    joint actor in one call, learn at the same time; the nodes of an in-process joint learner
+    learn in one call."""
+    joint = list(joint_groups(agents, batches).values())
+    remote_joint = [(group, actor.submit_learn_jointly(group)) for actor, group in joint
                     if isinstance(actor, ConcurrentJointActor)]
-    grouped = {a for group, _ in remote_joint for a in group}
+    local_joint = [(group, actor) for actor, group in joint
+                   if isinstance(actor, JointLearner) and not isinstance(actor,
+                                                                         ConcurrentJointActor)]
+    grouped = {a for group, _ in remote_joint + local_joint for a in group}
     pending = {a: agents[a].submit_learn(b) for a, b in batches.items()
                if isinstance(agents[a], ConcurrentAgent) and a not in grouped}
     learned = {a: unless_failed(a, agents[a].learn, b, failed=None)
                for a, b in batches.items() if a not in pending and a not in grouped}
+    for group, actor in local_joint:
+        learned.update(unless_failed(", ".join(group), actor.learn_jointly, group, failed=None)
+                       or dict.fromkeys(group))
     for group, future in remote_joint:
         learned.update(unless_failed(", ".join(group), future.result, failed=None)
                        or dict.fromkeys(group))

@@ -1,0 +1,130 @@
+"""One GRPO update of one agent, in the steps every caller takes: begin, loss, step, finish.
+
+``GRPOAgent.learn`` runs them for one agent; a batched swarm (:mod:`agents.tiny.batched`) runs
+them for many agents whose forward passes it computes in one call. Both therefore use the same
+training set, loss, normaliser, clipping and optimizer step: one GRPO update in the project.
+
+- :meth:`GRPOUpdate.begin` screens external completions (``min_external_logprob``), re-encodes
+  the batch with the agent's tokenizer (:func:`agents.encoding.training_set`) and packs the
+  rows into micro-batches.
+- :meth:`GRPOUpdate.loss` is :func:`agents.loss.grpo_loss` of micro-batch ``k`` given the
+  token log-probabilities the caller computed under the current weights; in the first
+  iteration they are also kept, detached, as the "old" policy's.
+- :meth:`GRPOUpdate.step` clips the gradient norm and takes the optimizer step (skipped, and
+  logged, when the norm is not finite).
+- :meth:`GRPOUpdate.finish` returns the metrics ``learn`` reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agents.encoding import MicroBatch, TrainingSet, micro_batches, training_set
+from agents.loss import grpo_loss
+from agents.received_logprob import screen_external
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GRPOUpdate:
+    """The state of one agent's update between its steps; see the module docstring."""
+
+    agent: Any  #: the GRPOAgent being updated
+    data: TrainingSet
+    micro: list[MicroBatch]
+    metrics: dict[str, float]
+    start: float
+    old: list[torch.Tensor] = field(default_factory=list)
+    reference: list[torch.Tensor | None] = field(default_factory=list)
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("loss", "clipped", "ratio", "kl", "grad_norm"), 0.0))
+
+    @classmethod
+    def begin(cls, agent: Any, batch: Sequence[Mapping[str, Any]],
+              micro_batch_size: int | None = None) -> GRPOUpdate:
+        """Encode ``batch`` for ``agent``; ``micro_batch_size`` None: the agent's config's."""
+        start = time.perf_counter()
+        cfg = agent.config
+        batch, rejected = screen_external(agent, batch)  # min_external_logprob, when set
+        data = training_set(batch, agent.encode_group, cfg)
+        trained_tokens = float(sum(len(row.completion) for row in data.rows))
+        metrics = {
+            "loss": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0, "kl": 0.0, "grad_norm": 0.0,
+            "tokens": trained_tokens,
+            "normalizer": float(data.tokens if cfg.loss_normalization == "token"
+                                else data.sequences),
+            "truncated": float(data.truncated), "groups": float(data.groups),
+            "skipped_groups": float(len(batch) - data.groups), "seconds": 0.0,
+            "rejected_completions": float(rejected),
+        }
+        size = micro_batch_size or cfg.micro_batch_size
+        micro = micro_batches(data.rows, size, agent.pad_id, agent.device) if data.rows else []
+        return cls(agent, data, micro, metrics, start)
+
+    def loss(self, k: int, logp: torch.Tensor, iteration: int,
+             reference_logprobs: Callable[[MicroBatch], torch.Tensor] | None = None
+             ) -> torch.Tensor:
+        """The loss of micro-batch ``k`` given its log-probabilities ``logp`` ``(S, C)``.
+
+        ``reference_logprobs(micro_batch)`` gives the reference policy's, needed when
+        ``beta`` > 0 (called once per micro-batch, in the first iteration)."""
+        cfg = self.agent.config
+        mb = self.micro[k]
+        if iteration == 0:
+            # All micro-batches of the first pass see the same weights (one step per pass),
+            # so these are the sampling policy's log-probs.
+            self.old.append(logp.detach())
+            if cfg.beta > 0:
+                if reference_logprobs is None:
+                    raise ValueError(f"beta={cfg.beta} > 0 needs reference log-probabilities")
+                self.reference.append(reference_logprobs(mb))
+            else:
+                self.reference.append(None)
+        out = grpo_loss(
+            logp, self.old[k], mb.advantages, mb.completion_mask,
+            epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high,
+            normalization=cfg.loss_normalization, beta=cfg.beta, ref_logp=self.reference[k],
+            total_tokens=self.data.tokens, total_sequences=self.data.sequences,
+        )
+        self.sums["loss"] += float(out.loss.detach())
+        self.sums["clipped"] += float(out.clipped_tokens)
+        self.sums["ratio"] += float(out.ratio_sum)
+        self.sums["kl"] += float(out.kl_sum)
+        return out.loss
+
+    def step(self) -> None:
+        """Clip the gradient norm to ``max_grad_norm`` and step the agent's optimizer."""
+        agent = self.agent
+        norm = torch.nn.utils.clip_grad_norm_(
+            agent.trainable_parameters, agent.config.max_grad_norm or math.inf
+        )
+        self.sums["grad_norm"] += float(norm)
+        if torch.isfinite(norm):
+            agent.optimizer.step()
+            agent.steps += 1
+        else:
+            logger.warning("non-finite gradient norm %s; step skipped", float(norm))
+
+    def finish(self) -> dict[str, float]:
+        """The metrics of the update (see ``GRPOAgent.learn``)."""
+        metrics = dict(self.metrics)
+        if self.micro:
+            iterations = self.agent.config.num_iterations
+            per_token = metrics["tokens"] * iterations
+            metrics.update(
+                loss=self.sums["loss"] / iterations,
+                clip_fraction=self.sums["clipped"] / per_token,
+                ratio_mean=self.sums["ratio"] / per_token,
+                kl=self.sums["kl"] / per_token,
+                grad_norm=self.sums["grad_norm"] / iterations,
+            )
+        metrics["seconds"] = time.perf_counter() - self.start
+        return metrics

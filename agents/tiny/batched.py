@@ -1,0 +1,286 @@
+"""A swarm of small GRPO nodes acting and learning in one vectorised call per round.
+
+``batched_swarm(agents)`` takes :class:`~agents.grpo.GRPOAgent` objects whose models share one
+Llama configuration (tiny models: :mod:`agents.tiny`) and makes them act and learn together:
+their weights are stacked on a node axis and every forward pass of a round, generation and
+training alike, runs once for all of them (:mod:`agents.tiny.grouped_llama`). A node of eight
+costs about what one node costs, where node by node each paid the full Python and kernel
+overhead of a model this small (BENCHMARKS.md, "Batched tiny swarm").
+
+Nothing else changes: each agent keeps its own model, optimizer and random stream, and its
+update is :class:`agents.grpo_update.GRPOUpdate`, the one ``GRPOAgent.learn`` runs. The
+result is the node-by-node result (tested: the same completions, and weights equal to float
+rounding after learning), so a swarm can be switched between the two freely.
+
+- Generation samples each node's rows from its own random stream with the draws
+  ``transformers``' ``generate`` makes (temperature, top-k, top-p, then one multinomial per
+  step over the node's rows, until every row of the node has ended), from logits computed for
+  all nodes at once with a key/value cache.
+- Learning forwards every node's training set in one padded ``(N, S, T)`` batch with
+  gradients, adds the nodes' losses (each node's gradient reaches only its own weights) and
+  lets each agent clip and step.
+
+``sapo_env.run`` uses both through the joint-actor protocol (``act_jointly``,
+``learn_jointly``; :mod:`sapo_env.agent_calls`). Requirements, checked here: full fine-tuning
+(no LoRA), ``beta`` 0, one device, one Llama configuration :func:`check_supported` accepts,
+and the same sampling settings for every agent.
+
+Example::
+
+    import sapo_env
+    from agents import GRPOAgent, GRPOConfig
+    from agents.tiny import batched_swarm
+
+    agents = batched_swarm([GRPOAgent(model, tokenizer, GRPOConfig(...), seed=s)
+                            for s, model in enumerate(models)])
+    sapo_env.run(sapo_env.parallel_env(n=len(agents), system_prompt=""), agents, rounds=10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers.generation.logits_process import (
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from agents.encoding import MicroBatch
+from agents.generation import base_model, left_padded
+from agents.grpo_update import GRPOUpdate
+from agents.loss import token_logprobs
+from agents.models import autocast
+from agents.tiny.grouped_llama import check_supported, grouped_forward, stack_weights
+
+# Settings that must be equal across nodes: generation samples every row alike.
+_SHARED_SETTINGS = ("temperature", "top_p", "top_k", "max_new_tokens", "num_iterations")
+
+
+class BatchedSwarm:
+    """The joint actor and learner of a :func:`batched_swarm`; see the module docstring."""
+
+    #: No joint random stream: every node samples from its own (``GRPOAgent.rng``).
+    rng = None
+
+    def __init__(self, agents: Sequence[Any], names: Sequence[str]):
+        if not agents:
+            raise ValueError("batched_swarm needs at least one agent")
+        first = agents[0]
+        for i, agent in enumerate(agents):
+            cfg = agent.config
+            if cfg.use_lora:
+                raise ValueError(f"agent {i}: batched_swarm trains whole models; got use_lora=True")
+            if cfg.beta != 0:
+                raise ValueError(f"agent {i}: batched_swarm needs beta=0, got beta={cfg.beta}")
+            for name in _SHARED_SETTINGS:
+                if getattr(cfg, name) != getattr(first.config, name):
+                    raise ValueError(
+                        f"agent {i}: {name}={getattr(cfg, name)!r} differs from agent 0's "
+                        f"{getattr(first.config, name)!r}; batched_swarm samples all nodes alike"
+                    )
+            if agent.device != first.device or agent.dtype != first.dtype:
+                raise ValueError(f"agent {i} is on {agent.device}/{agent.dtype}, agent 0 on "
+                                 f"{first.device}/{first.dtype}")
+            check_supported(base_model(agent.model).config)
+            if base_model(agent.model).config.to_dict() != base_model(first.model).config.to_dict():
+                raise ValueError(f"agent {i}'s model configuration differs from agent 0's")
+            if agent.eos_ids != first.eos_ids or agent.pad_id != first.pad_id:
+                raise ValueError(f"agent {i}'s tokenizer has other EOS/pad ids than agent 0's")
+        self.agents = tuple(agents)
+        self.members: dict[str, Any] = {}
+        self.bind(names)
+        self.model_config = base_model(first.model).config
+        cfg = first.config
+        warpers = LogitsProcessorList()
+        if cfg.temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(cfg.temperature))
+        if cfg.top_k:
+            warpers.append(TopKLogitsWarper(cfg.top_k))
+        if cfg.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(cfg.top_p))
+        self._warpers = warpers
+
+    def bind(self, names: Sequence[str]) -> None:
+        """Agent ``i`` of the swarm plays env node ``names[i]``."""
+        names = list(names)
+        if len(names) != len(self.agents) or len(set(names)) != len(names):
+            raise ValueError(
+                f"names must be {len(self.agents)} distinct node names, one per agent, got {names}"
+            )
+        self.members = dict(zip(names, self.agents))
+
+    def _agents_of(self, nodes: Sequence[str]) -> list[Any]:
+        unknown = [name for name in nodes if name not in self.members]
+        if unknown:
+            raise ValueError(f"nodes {unknown} are not in this batched swarm, which plays "
+                             f"{list(self.members)}; pass names= to batched_swarm")
+        return [self.members[name] for name in nodes]
+
+    # ------------------------------------------------------------------ acting
+
+    def act_jointly(self, observations: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
+        """Actions for the given nodes, from one batched generation."""
+        nodes = list(observations)
+        agents = self._agents_of(nodes)
+        copies = {int(observations[name]["completions_per_question"]) for name in nodes}
+        if len(copies) != 1:
+            raise ValueError(f"completions_per_question differs between nodes: {sorted(copies)}")
+        prompts = [[agent.prompt_ids(q["prompt"], observations[name]["system_prompt"])
+                    for q in observations[name]["questions"]]
+                   for name, agent in zip(nodes, agents)]
+        ids = self.generate(agents, prompts, copies.pop())
+        return {name: agent.build_action(observations[name], rows)
+                for name, agent, rows in zip(nodes, agents, ids)}
+
+    def generate(self, agents: Sequence[Any], prompts: Sequence[Sequence[Sequence[int]]],
+                 copies: int) -> list[list[list[int]]]:
+        """Per agent, ``copies`` completions of each of its prompts (rows in prompt order,
+        each prompt's copies together), as token ids up to EOS."""
+        first = agents[0]
+        device, cfg = first.device, first.config
+        widths = [len(p) * copies for p in prompts]
+        results: list[list[list[int]]] = [[] for _ in agents]
+        live = [i for i, width in enumerate(widths) if width]
+        if not live:
+            return results
+        agents = [agents[i] for i in live]
+        prompts = [prompts[i] for i in live]
+        widths = [widths[i] for i in live]
+        n, questions = len(agents), max(len(p) for p in prompts)
+        flat = [p for node in prompts for p in node]
+        ids, mask = left_padded(flat + [[first.pad_id]], first.pad_id)  # one pad row spare
+        length = ids.shape[1]
+        grid = torch.full((n, questions, length), first.pad_id, dtype=torch.long)
+        grid_mask = torch.zeros((n, questions, length), dtype=torch.long)
+        row = 0
+        for i, node in enumerate(prompts):
+            grid[i, : len(node)] = ids[row : row + len(node)]
+            grid_mask[i, : len(node)] = mask[row : row + len(node)]
+            row += len(node)
+        grid, grid_mask = grid.to(device), grid_mask.to(device)
+        eos = torch.tensor(first.eos_ids, device=device)
+        rows = questions * copies
+        tokens = torch.full((n, rows, cfg.max_new_tokens), first.pad_id, dtype=torch.long,
+                            device=device)
+        unfinished = torch.zeros((n, rows), dtype=torch.bool, device=device)
+        for i, width in enumerate(widths):
+            unfinished[i, :width] = True
+        drawing = [True] * n  # a node stops drawing once all its rows have ended, as generate
+        with torch.no_grad(), autocast(device, first.dtype):
+            weights = stack_weights([agent.model for agent in agents])
+            positions = (grid_mask.cumsum(dim=2) - 1).clamp(min=0)
+            logits, cache = grouped_forward(weights, self.model_config, grid, grid_mask,
+                                            positions, logits_to_keep=1)
+            # Each prompt's keys and values once, then one row per completion.
+            cache = cache.repeat_rows(copies)
+            logits = logits.repeat_interleave(copies, dim=1)
+            position = positions[:, :, -1:].repeat_interleave(copies, dim=1)
+            for step in range(cfg.max_new_tokens):
+                scores = logits[:, :, -1, :].float()
+                scores = self._warpers(None, scores.reshape(n * rows, -1)).reshape(n, rows, -1)
+                probs = torch.softmax(scores, dim=-1)
+                drawn = torch.full((n, rows), first.pad_id, dtype=torch.long, device=device)
+                for i, agent in enumerate(agents):
+                    if drawing[i]:
+                        with agent.rng.scope():
+                            drawn[i, : widths[i]] = torch.multinomial(
+                                probs[i, : widths[i]], num_samples=1).squeeze(1)
+                drawn = torch.where(unfinished, drawn, torch.full_like(drawn, first.pad_id))
+                tokens[:, :, step] = drawn
+                unfinished &= ~torch.isin(drawn, eos)
+                drawing = [drawing[i] and bool(unfinished[i].any()) for i in range(n)]
+                if not any(drawing) or step + 1 == cfg.max_new_tokens:
+                    break
+                position = position + 1
+                logits, cache = grouped_forward(
+                    weights, self.model_config, drawn[:, :, None],
+                    torch.ones_like(drawn[:, :, None]), position, cache=cache)
+        ended = torch.isin(tokens, eos)
+        lengths = torch.where(ended.any(dim=2), ended.int().argmax(dim=2), tokens.shape[2])
+        tokens, lengths = tokens.cpu(), lengths.cpu()
+        for k, i in enumerate(live):
+            results[i] = [tokens[k, r, : lengths[k, r]].tolist() for r in range(widths[k])]
+        return results
+
+    # ------------------------------------------------------------------ learning
+
+    def learn_jointly(self, batches: Mapping[str, Sequence[Mapping[str, Any]]]
+                      ) -> dict[str, dict[str, float]]:
+        """Each node's GRPO update on its batch, the forward passes of all in one call."""
+        nodes = list(batches)
+        agents = self._agents_of(nodes)
+        # One micro-batch per node: the nodes' rows are batched across the node axis instead.
+        updates = [GRPOUpdate.begin(agent, batches[name], micro_batch_size=1 << 30)
+                   for name, agent in zip(nodes, agents)]
+        training = [u for u in updates if u.micro]
+        if training:
+            self._train(training)
+        return {name: u.finish() for name, u in zip(nodes, updates)}
+
+    def _train(self, updates: Sequence[GRPOUpdate]) -> None:
+        agents = [u.agent for u in updates]
+        first = agents[0]
+        batch = _node_batch([u.micro[0] for u in updates], first.pad_id)
+        width = batch.completion_width
+        for agent in agents:
+            agent.model.train()
+        try:
+            for iteration in range(first.config.num_iterations):
+                for agent in agents:
+                    agent.optimizer.zero_grad(set_to_none=True)
+                weights = stack_weights([agent.model for agent in agents])
+                with autocast(first.device, first.dtype):
+                    logits, _ = grouped_forward(
+                        weights, self.model_config, batch.input_ids, batch.attention_mask,
+                        batch.position_ids, logits_to_keep=width + 1)
+                total = 0.0
+                for i, u in enumerate(updates):
+                    mb = u.micro[0]
+                    node_logits = logits[i, : mb.input_ids.shape[0], : mb.completion_width]
+                    if u.agent.config.temperature != 1.0:
+                        node_logits = node_logits / u.agent.config.temperature
+                    targets = mb.input_ids[:, -mb.completion_width :]
+                    total = total + u.loss(0, token_logprobs(node_logits, targets), iteration)
+                total.backward()  # each node's loss depends only on its own weights
+                for u in updates:
+                    u.step()
+        finally:
+            for agent in agents:
+                agent.model.eval()
+                agent.optimizer.zero_grad(set_to_none=True)
+
+
+def _node_batch(micro: Sequence[MicroBatch], pad_id: int) -> MicroBatch:
+    """Micro-batches of N nodes as one ``(N, S, P + C)`` batch: each node's prompts
+    left-padded and completions right-padded to the widest node's, extra rows all padding.
+    Node ``i``'s logits for its completion tokens are then
+    ``logits[i, :S_i, -(C + 1):-1][:, :C_i]``."""
+    rows = max(mb.input_ids.shape[0] for mb in micro)
+    c_width = max(mb.completion_width for mb in micro)
+    p_width = max(mb.input_ids.shape[1] - mb.completion_width for mb in micro)
+    device = micro[0].input_ids.device
+    shape = (len(micro), rows, p_width + c_width)
+    ids = torch.full(shape, pad_id, dtype=torch.long, device=device)
+    attention = torch.zeros(shape, dtype=torch.long, device=device)
+    for i, mb in enumerate(micro):
+        s, width = mb.input_ids.shape
+        p = width - mb.completion_width
+        span = slice(p_width - p, p_width + mb.completion_width)
+        ids[i, :s, span] = mb.input_ids
+        attention[i, :s, span] = mb.attention_mask
+    positions = (attention.cumsum(dim=2) - 1).clamp(min=0)
+    return MicroBatch(ids, attention, positions, torch.zeros(0), torch.zeros(0), c_width)
+
+
+def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None) -> list[Any]:
+    """Make ``agents`` (GRPOAgents of one tiny Llama shape) act and learn in one call each
+    round; returns them. ``names``: the env node each plays (default ``node_0`` ...)."""
+    names = [f"node_{i}" for i in range(len(agents))] if names is None else list(names)
+    joint = BatchedSwarm(agents, names)
+    for agent in agents:
+        agent.joint_actor = joint
+    return list(agents)
