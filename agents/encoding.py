@@ -122,11 +122,16 @@ class MicroBatch:
     completion_width: int  # C
 
 
+def by_length(rows: Sequence[Row]) -> list[Row]:
+    """``rows`` in the order :func:`micro_batches` packs them: by total length, stably."""
+    # Similar lengths together: less padding, same loss (the normaliser is global).
+    return sorted(rows, key=lambda r: len(r.prompt) + len(r.completion))
+
+
 def micro_batches(rows: Sequence[Row], size: int, pad_id: int,
                   device: torch.device) -> list[MicroBatch]:
     """``rows`` in micro-batches of at most ``size``, on ``device``."""
-    # Similar lengths together: less padding, same loss (the normaliser is global).
-    rows = sorted(rows, key=lambda r: len(r.prompt) + len(r.completion))
+    rows = by_length(rows)
     batches = []
     for start in range(0, len(rows), size):
         chunk = rows[start : start + size]

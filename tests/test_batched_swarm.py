@@ -108,8 +108,13 @@ def test_a_batched_round_equals_the_nodes_one_by_one(tok):
         for key in ("loss", "grad_norm", "clip_fraction", "tokens", "groups"):
             assert learned[a][key] == pytest.approx(expected[a][key], rel=1e-4, abs=1e-6), key
         for p, q in zip(one.model.parameters(), other.model.parameters()):
-            assert torch.allclose(p, q, atol=1e-6)
-        assert one.steps == other.steps
+            # Adam's first moment after one step is (1 - beta1) x the clipped gradient: equal
+            # to float rounding. Adam divides by |gradient|, which turns rounding in a
+            # near-zero element into up to a learning rate's step, hence the looser weights.
+            moment = one.optimizer.state[p]["exp_avg"], other.optimizer.state[q]["exp_avg"]
+            assert torch.allclose(*moment, rtol=1e-4, atol=1e-8)
+            assert torch.allclose(p, q, atol=CONFIG.learning_rate * 1e-2)
+        assert one.steps == other.steps == 1
 
 
 def test_sapo_env_run_with_a_batched_swarm_equals_node_by_node(tok):

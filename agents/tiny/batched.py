@@ -39,6 +39,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -49,7 +50,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from agents.encoding import MicroBatch
+from agents.encoding import by_length
 from agents.generation import base_model, left_padded
 from agents.grpo_update import GRPOUpdate
 from agents.loss import token_logprobs
@@ -176,7 +177,8 @@ class BatchedSwarm:
             logits, cache = grouped_forward(weights, self.model_config, grid, grid_mask,
                                             positions, logits_to_keep=1)
             # Each prompt's keys and values once, then one row per completion.
-            cache = cache.repeat_rows(copies)
+            copy_of = torch.arange(questions, device=device).repeat_interleave(copies)
+            cache = cache.select_rows(copy_of.expand(n, -1)).with_room(cfg.max_new_tokens)
             logits = logits.repeat_interleave(copies, dim=1)
             position = positions[:, :, -1:].repeat_interleave(copies, dim=1)
             for step in range(cfg.max_new_tokens):
@@ -224,8 +226,7 @@ class BatchedSwarm:
     def _train(self, updates: Sequence[GRPOUpdate]) -> None:
         agents = [u.agent for u in updates]
         first = agents[0]
-        batch = _node_batch([u.micro[0] for u in updates], first.pad_id)
-        width = batch.completion_width
+        batch = _PromptSharingBatch.of(updates, first.pad_id, first.device)
         for agent in agents:
             agent.model.train()
         try:
@@ -234,9 +235,7 @@ class BatchedSwarm:
                     agent.optimizer.zero_grad(set_to_none=True)
                 weights = stack_weights([agent.model for agent in agents])
                 with autocast(first.device, first.dtype):
-                    logits, _ = grouped_forward(
-                        weights, self.model_config, batch.input_ids, batch.attention_mask,
-                        batch.position_ids, logits_to_keep=width + 1)
+                    logits = batch.completion_logits(weights, self.model_config)
                 total = 0.0
                 for i, u in enumerate(updates):
                     mb = u.micro[0]
@@ -254,26 +253,72 @@ class BatchedSwarm:
                 agent.optimizer.zero_grad(set_to_none=True)
 
 
-def _node_batch(micro: Sequence[MicroBatch], pad_id: int) -> MicroBatch:
-    """Micro-batches of N nodes as one ``(N, S, P + C)`` batch: each node's prompts
-    left-padded and completions right-padded to the widest node's, extra rows all padding.
-    Node ``i``'s logits for its completion tokens are then
-    ``logits[i, :S_i, -(C + 1):-1][:, :C_i]``."""
-    rows = max(mb.input_ids.shape[0] for mb in micro)
-    c_width = max(mb.completion_width for mb in micro)
-    p_width = max(mb.input_ids.shape[1] - mb.completion_width for mb in micro)
-    device = micro[0].input_ids.device
-    shape = (len(micro), rows, p_width + c_width)
-    ids = torch.full(shape, pad_id, dtype=torch.long, device=device)
-    attention = torch.zeros(shape, dtype=torch.long, device=device)
-    for i, mb in enumerate(micro):
-        s, width = mb.input_ids.shape
-        p = width - mb.completion_width
-        span = slice(p_width - p, p_width + mb.completion_width)
-        ids[i, :s, span] = mb.input_ids
-        attention[i, :s, span] = mb.attention_mask
-    positions = (attention.cumsum(dim=2) - 1).clamp(min=0)
-    return MicroBatch(ids, attention, positions, torch.zeros(0), torch.zeros(0), c_width)
+@dataclass
+class _PromptSharingBatch:
+    """The training rows of N nodes, each distinct prompt forwarded once.
+
+    A group's L completions share one prompt, which is most of each sequence (a question of
+    tens of tokens against a dozen completion tokens), so each node's distinct prompts are
+    forwarded once (``(N, G, P)``, left-padded) and every completion row continues from its
+    prompt's cached keys and values (``(N, R, C)``, right-padded). Rows are in the order of
+    the node's micro-batch (:func:`agents.encoding.by_length`), so node ``i``'s logits for its
+    completion tokens are ``completion_logits(...)[i, :S_i, :C_i]``. The same arithmetic as
+    forwarding every row whole; the gradient of a shared prompt gathers from all its rows."""
+
+    prompt_ids: torch.Tensor  # (N, G, P)
+    prompt_mask: torch.Tensor  # (N, G, P)
+    row_prompt: torch.Tensor  # (N, R): each row's prompt
+    completion_ids: torch.Tensor  # (N, R, C)
+    completion_mask: torch.Tensor  # (N, R, C)
+    completion_positions: torch.Tensor  # (N, R, C)
+
+    @classmethod
+    def of(cls, updates: Sequence[GRPOUpdate], pad_id: int, device: torch.device
+           ) -> _PromptSharingBatch:
+        nodes = []
+        for u in updates:
+            prompts: dict[tuple[int, ...], int] = {}
+            rows = [(prompts.setdefault(tuple(r.prompt), len(prompts)), r.completion)
+                    for r in by_length(u.data.rows)]
+            nodes.append((list(prompts), rows))
+        n = len(nodes)
+        g = max(len(prompts) for prompts, _ in nodes)
+        p = max(len(prompt) for prompts, _ in nodes for prompt in prompts)
+        r = max(len(rows) for _, rows in nodes)
+        c = max(len(completion) for _, rows in nodes for _, completion in rows)
+        prompt_ids = torch.full((n, g, p), pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((n, g, p), dtype=torch.long)
+        row_prompt = torch.zeros((n, r), dtype=torch.long)
+        completion_ids = torch.full((n, r, c), pad_id, dtype=torch.long)
+        completion_mask = torch.zeros((n, r, c), dtype=torch.long)
+        prompt_length = torch.zeros((n, g), dtype=torch.long)
+        for i, (prompts, rows) in enumerate(nodes):
+            for k, prompt in enumerate(prompts):
+                prompt_ids[i, k, p - len(prompt) :] = torch.tensor(prompt)
+                prompt_mask[i, k, p - len(prompt) :] = 1
+                prompt_length[i, k] = len(prompt)
+            for j, (k, completion) in enumerate(rows):
+                row_prompt[i, j] = k
+                completion_ids[i, j, : len(completion)] = torch.tensor(completion)
+                completion_mask[i, j, : len(completion)] = 1
+        # A row's positions continue its prompt's real tokens.
+        start = prompt_length.gather(1, row_prompt)
+        positions = start[:, :, None] + torch.arange(c)
+        return cls(*(t.to(device) for t in (prompt_ids, prompt_mask, row_prompt, completion_ids,
+                                             completion_mask, positions)))
+
+    def completion_logits(self, weights: dict[str, torch.Tensor], config: Any) -> torch.Tensor:
+        """``(N, R, C, V)``: at ``[i, j, t]`` the logits that predict completion token t."""
+        positions = (self.prompt_mask.cumsum(dim=2) - 1).clamp(min=0)
+        last, cache = grouped_forward(weights, config, self.prompt_ids, self.prompt_mask,
+                                      positions, logits_to_keep=1)
+        n = last.shape[0]
+        first = last[torch.arange(n, device=last.device)[:, None], self.row_prompt]  # (N, R, 1, V)
+        rest, _ = grouped_forward(weights, config, self.completion_ids[:, :, :-1],
+                                  self.completion_mask[:, :, :-1],
+                                  self.completion_positions[:, :, :-1],
+                                  cache=cache.select_rows(self.row_prompt))
+        return torch.cat([first, rest], dim=2)
 
 
 def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None) -> list[Any]:

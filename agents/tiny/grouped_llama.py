@@ -14,7 +14,7 @@ equal each model's own forward to float rounding (tested). Padding follows trans
 padded query position gets finite garbage (never NaN) that callers ignore.
 
 A key/value cache (:class:`GroupedCache`) serves generation: the prompt pass fills it, and each
-later call appends one token per row.
+later call appends one token per row (in place, once the cache has room for them).
 
 Example::
 
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812
 from transformers import LlamaConfig, PreTrainedModel
 
 
@@ -61,7 +61,10 @@ def rope_theta(config: LlamaConfig) -> float:
 
 
 def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
-    """Every parameter of ``models`` stacked on a new first axis, keyed by parameter name.
+    """The weights of ``models`` in the grouped layout: every parameter stacked on a new first
+    axis, keyed by parameter name, except that each layer's query, key and value projections
+    are one ``qkv_proj`` and its gate and up projections one ``gate_up_proj`` (one matrix
+    product each instead of three and two).
 
     Differentiable: a loss on the grouped forward's output puts each model's gradient in its
     own parameters' ``.grad``. Under ``torch.no_grad`` it is a plain copy."""
@@ -70,25 +73,50 @@ def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
     for n, params in enumerate(named[1:], start=1):
         if list(params) != names:
             raise ValueError(f"model {n} has other parameters than model 0: not one shape")
-    return {name: torch.stack([params[name] for params in named]) for name in names}
+    weights = {name: torch.stack([params[name] for params in named]) for name in names}
+    fused = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+             "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+    for layer in range(models[0].config.num_hidden_layers):
+        prefix = f"model.layers.{layer}."
+        for name, parts in fused.items():
+            weights[f"{prefix}{name}.weight"] = torch.cat(
+                [weights.pop(f"{prefix}{part}.weight") for part in parts], dim=1)
+    return weights
 
 
 @dataclass
 class GroupedCache:
-    """Keys and values of every layer, ``(N * B, kv_heads, T, head_dim)``, and the key mask."""
+    """Keys and values of every layer, ``(N * B, kv_heads, capacity, head_dim)``, the key mask
+    and how many positions are filled. A cache made :meth:`with_room` for more positions is
+    filled in place (generation, without gradients); a full one grows by concatenation."""
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
-    key_mask: torch.Tensor  #: (N, B, T) bool: which cached positions are real tokens
+    key_mask: torch.Tensor  #: (N, B, capacity) bool: which positions hold real tokens
+    length: int  #: positions filled
 
-    def repeat_rows(self, times: int) -> GroupedCache:
-        """Each row repeated ``times`` times in place (row r becomes rows r*times ... )."""
-        n, b, _ = self.key_mask.shape
-        return GroupedCache(
-            [k.repeat_interleave(times, dim=0) for k in self.keys],
-            [v.repeat_interleave(times, dim=0) for v in self.values],
-            self.key_mask.repeat_interleave(times, dim=1),
-        )
+    def with_room(self, extra: int) -> GroupedCache:
+        """The same cache with ``extra`` empty positions to fill in place."""
+        def grow(z: torch.Tensor) -> torch.Tensor:
+            return F.pad(z[:, :, : self.length], (0, 0, 0, extra))
+
+        mask = F.pad(self.key_mask[:, :, : self.length], (0, extra), value=False)
+        return GroupedCache([grow(k) for k in self.keys], [grow(v) for v in self.values], mask,
+                            self.length)
+
+    def select_rows(self, rows: torch.Tensor) -> GroupedCache:
+        """The cache of rows ``rows`` ``(N, R)`` of each node: row r of node n becomes
+        cached row ``rows[n, r]`` of node n (rows may repeat: many completions of one prompt).
+        Differentiable, so a prompt's gradient collects from all its rows."""
+        n, b, t = self.key_mask.shape
+        nodes = torch.arange(n, device=rows.device)[:, None]
+
+        def pick(z: torch.Tensor) -> torch.Tensor:
+            z = z.reshape(n, b, *z.shape[1:])[nodes, rows]
+            return z.reshape(-1, *z.shape[2:])
+
+        return GroupedCache([pick(k) for k in self.keys], [pick(v) for v in self.values],
+                            self.key_mask[nodes, rows], self.length)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -103,6 +131,22 @@ def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x (N, B, T, in) times each node's weight (N, out, in) transposed -> (N, B, T, out)."""
     n, b, t, d = x.shape
     return torch.bmm(x.reshape(n, b * t, d), weight.transpose(1, 2)).reshape(n, b, t, -1)
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
+               ) -> torch.Tensor:
+    """Grouped-query attention: q ``(M, heads, T, d)``, k and v ``(M, kv_heads, S, d)``, bias
+    ``(M, 1, T, S)``. Each key head serves ``heads / kv_heads`` consecutive query heads (as
+    transformers' ``repeat_kv``), so the query heads are folded onto their key head instead of
+    copying the keys; softmax in float32, as transformers' eager attention."""
+    m, heads, t, d = q.shape
+    kv_heads = k.shape[1]
+    groups = heads // kv_heads
+    q = q.reshape(m, kv_heads, groups * t, d)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * d**-0.5
+    scores = scores + bias.repeat(1, 1, groups, 1)  # rows g * T + i take query i's mask
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(probs, v).reshape(m, heads, t, d)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -145,52 +189,58 @@ def grouped_forward(
     cos, sin = _rotary(config, position_ids, head_dim, x.dtype)
     cos, sin = cos[:, :, None], sin[:, :, None]  # broadcast over heads: (N, B, 1, T, d)
 
-    key_mask = attention_mask.bool()
-    if cache is not None:
-        key_mask = torch.cat([cache.key_mask, key_mask], dim=2)
-    past = 0 if cache is None else cache.key_mask.shape[2]
+    past = 0 if cache is None else cache.length
+    in_place = cache is not None and cache.key_mask.shape[2] >= past + t
+    if in_place:
+        if torch.is_grad_enabled():
+            raise ValueError("a cache with room is filled in place: use it under no_grad")
+        cache.key_mask[:, :, past : past + t] = attention_mask.bool()
+        key_mask = cache.key_mask
+    elif cache is not None:
+        key_mask = torch.cat([cache.key_mask[:, :, :past], attention_mask.bool()], dim=2)
+    else:
+        key_mask = attention_mask.bool()
+    width = key_mask.shape[2]
     # Query i (at cached length past + i) sees real keys at positions <= past + i.
-    causal = torch.ones(t, past + t, dtype=torch.bool, device=input_ids.device).tril(past)
-    allowed = causal[None, None] & key_mask[:, :, None, :]  # (N, B, T, past + T)
+    causal = torch.ones(t, width, dtype=torch.bool, device=input_ids.device).tril(past)
+    allowed = causal[None, None] & key_mask[:, :, None, :]  # (N, B, T, width)
     bias = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device)
     bias = bias.masked_fill(~allowed, torch.finfo(x.dtype).min)
-    bias = bias.reshape(n * b, 1, t, past + t)
+    bias = bias.reshape(n * b, 1, t, width)
 
     new_keys, new_values = [], []
     for layer in range(config.num_hidden_layers):
         prefix = f"model.layers.{layer}."
         h = _rms_norm(x, weights[prefix + "input_layernorm.weight"], eps)
-        q = _linear(h, weights[prefix + "self_attn.q_proj.weight"]).view(n, b, t, heads, head_dim)
-        k = _linear(h, weights[prefix + "self_attn.k_proj.weight"]).view(n, b, t, kv_heads,
-                                                                         head_dim)
-        v = _linear(h, weights[prefix + "self_attn.v_proj.weight"]).view(n, b, t, kv_heads,
-                                                                         head_dim)
+        qkv = _linear(h, weights[prefix + "self_attn.qkv_proj.weight"])
+        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
+        q = q.reshape(n, b, t, heads, head_dim)
+        k = k.reshape(n, b, t, kv_heads, head_dim)
+        v = v.reshape(n, b, t, kv_heads, head_dim)
         q, k, v = (z.permute(0, 1, 3, 2, 4) for z in (q, k, v))  # (N, B, heads, T, d)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
         k = k.reshape(n * b, kv_heads, t, head_dim)
         v = v.reshape(n * b, kv_heads, t, head_dim)
-        if cache is not None:
-            k = torch.cat([cache.keys[layer], k], dim=2)
-            v = torch.cat([cache.values[layer], v], dim=2)
+        if in_place:
+            cache.keys[layer][:, :, past : past + t] = k
+            cache.values[layer][:, :, past : past + t] = v
+            k, v = cache.keys[layer], cache.values[layer]
+        elif cache is not None:
+            k = torch.cat([cache.keys[layer][:, :, :past], k], dim=2)
+            v = torch.cat([cache.values[layer][:, :, :past], v], dim=2)
         new_keys.append(k)
         new_values.append(v)
-        groups = heads // kv_heads
-        attended = F.scaled_dot_product_attention(
-            q.reshape(n * b, heads, t, head_dim),
-            k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1),
-            attn_mask=bias, scale=head_dim**-0.5,
-        )  # (N * B, heads, T, d)
+        attended = _attention(q.reshape(n * b, heads, t, head_dim), k, v, bias)
         attended = attended.reshape(n, b, heads, t, head_dim).permute(0, 1, 3, 2, 4)
         x = x + _linear(attended.reshape(n, b, t, heads * head_dim),
                         weights[prefix + "self_attn.o_proj.weight"])
         h = _rms_norm(x, weights[prefix + "post_attention_layernorm.weight"], eps)
-        gate = _linear(h, weights[prefix + "mlp.gate_proj.weight"])
-        up = _linear(h, weights[prefix + "mlp.up_proj.weight"])
+        gate, up = _linear(h, weights[prefix + "mlp.gate_up_proj.weight"]).chunk(2, dim=-1)
         x = x + _linear(F.silu(gate) * up, weights[prefix + "mlp.down_proj.weight"])
     x = _rms_norm(x, weights["model.norm.weight"], eps)
     if logits_to_keep:
         x = x[:, :, -logits_to_keep:]
     head = weights.get("lm_head.weight", embed)  # tied embeddings have no lm_head of their own
     logits = _linear(x, head)
-    return logits, GroupedCache(new_keys, new_values, key_mask)
+    return logits, GroupedCache(new_keys, new_values, key_mask, past + t)
