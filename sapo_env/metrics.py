@@ -1,4 +1,5 @@
-"""Metrics of a swarm run: pure functions over a ``History``, plus a held-out evaluation.
+"""Metrics of a swarm run: pure functions over a ``History``, plus a held-out evaluation
+(:mod:`sapo_env.held_out`, re-exported here).
 
 The paper (arXiv 2509.08721, Section 5) reports the cumulative reward over 2000 rounds and the
 per-round swarm reward smoothed by a moving average of window 100, with the minimum and maximum
@@ -21,19 +22,15 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from sapo_env.answers import get_extractor
-from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
-from sapo_env.runner import Callback, History, RoundRecord
-from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, score_completions
-from sapo_env.types import make_observation
+from sapo_env.held_out import HeldOutEvaluator, HeldOutResult, evaluate, held_out_questions
+from sapo_env.runner import History
 from sapo_env.validation import check_int
 
 PAPER_WINDOW = 100
@@ -245,153 +242,6 @@ def learn_metric(history: History, key: str) -> np.ndarray:
     """A (rounds, n) array of one value the agents' ``learn`` returned (NaN where absent), e.g.
     the simulated learner's ``tag_prob``; ``propagation_of`` applies to it too."""
     return _per_node(history.agents, history.learn_metrics[:history.rounds], key, np.nan)
-
-
-# --- held-out evaluation ---------------------------------------------------------------------
-# Training streams never use sapo_env.tasks.HELD_OUT_BLOCK, so held-out questions drawn from
-# it are disjoint from every training question by construction.
-_TASK_SLOTS = 64  # the held-out block is split into this many per-task seed ranges
-
-
-def held_out_questions(config: SwarmConfig, n_questions: int = 64, seed: int = 0
-                       ) -> list[DrawnQuestion]:
-    """A fixed held-out question set for a swarm configuration.
-
-    Tasks are drawn by the configuration's weights (``config.tasks``); seeds come from a seed
-    block no training stream ever uses, so no held-out question is a training question. The
-    same ``(config.tasks, n_questions, seed)`` gives the same set.
-    """
-    check_int("n_questions", n_questions, 1)
-    specs = config.tasks
-    if len(specs) > _TASK_SLOTS:
-        raise ValueError(f"held-out evaluation supports at most {_TASK_SLOTS} tasks, "
-                         f"got {len(specs)}")
-    slot = MAX_QUESTIONS_PER_STREAM // _TASK_SLOTS
-    if n_questions > slot // 2:
-        raise ValueError(f"n_questions must be <= {slot // 2}, got {n_questions}")
-    rng = np.random.default_rng(np.random.SeedSequence(seed))
-    weights = np.array([s.weight for s in specs])
-    choices = rng.choice(len(specs), size=n_questions, p=weights / weights.sum())
-    # one seed per task inside its slot, leaving room for n_questions consecutive items
-    starts = [HELD_OUT_BLOCK * MAX_QUESTIONS_PER_STREAM + k * slot
-              + int(rng.integers(0, slot - n_questions)) for k in range(len(specs))]
-    streams = [QuestionStream(spec, start) for spec, start in zip(specs, starts)]
-    return [streams[c].draw() for c in choices.tolist()]
-
-
-def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig,
-             round_: int = 0, samples: int = 1) -> float:
-    """Mean verifier score of one agent on a question set: pass@1 when ``samples=1``.
-
-    The agent answers through its ordinary ``act``, ``config.train_budget`` questions at a
-    time (J = 0 in force), asked for ``samples`` completions per question; observations carry
-    an empty pool and batch, and the J it asks for is ignored. With ``samples > 1`` the score is the
-    mean over samples (an unbiased estimate of pass@1).
-
-    An agent whose ``act`` draws from its own random state can define ``evaluation_scope()``,
-    a context manager that puts that state back on exit (``GRPOAgent`` does); evaluation runs
-    inside it, so evaluating mid-run does not change the training run.
-    """
-    extract = get_extractor(config.answer_format)
-    scores = []
-    step = max(config.train_budget, 1)
-    with _evaluation_scope(agent):  # once: the chunks draw on from each other's random state
-        for start in range(0, len(questions), step):
-            chunk = questions[start:start + step]
-            observation = make_observation(
-                round=round_, system_prompt=config.system_prompt,
-                completions_per_question=samples, train_budget=config.train_budget,
-                num_external=0, questions=tuple(d.question for d in chunk))
-            action = agent.act(observation)
-            for drawn, completions in zip(chunk, action["completions"]):
-                scores.extend(
-                    score_completions(drawn, tuple(completions)[:samples], extract).tolist()
-                )
-    return float(np.mean(scores))
-
-
-def _evaluation_scope(agent: Any) -> contextlib.AbstractContextManager:
-    scope = getattr(agent, "evaluation_scope", None)
-    return scope() if callable(scope) else contextlib.nullcontext()
-
-
-@dataclass
-class HeldOutResult:
-    """Held-out scores recorded during a run."""
-
-    agents: tuple[str, ...]
-    rounds: list[int]  #: rounds after which the evaluation ran
-    scores: list[list[float]]  #: per evaluation, per node
-
-    def as_array(self) -> np.ndarray:
-        """(evaluations, n) scores."""
-        return np.asarray(self.scores, dtype=np.float64).reshape(len(self.rounds),
-                                                                 len(self.agents))
-
-
-class HeldOutEvaluator(Callback):
-    """Evaluate every node on a fixed held-out set every ``every`` rounds (and after the last).
-
-    Use as a ``sapo_env.run`` callback; read ``result`` afterwards. Each evaluation is one
-    ``act`` call per ``train_budget`` questions per node, made with the round just
-    played, so an agent that keys its randomness on the round (the simulated learner) keeps
-    the same training trajectory with or without evaluation; an agent with its own random
-    state (``GRPOAgent``) keeps it through ``evaluation_scope`` (see :func:`evaluate`).
-    """
-
-    def __init__(self, every: int = 100, n_questions: int = 64, seed: int = 0,
-                 samples: int = 1):
-        check_int("every", every, 1)
-        check_int("samples", samples, 1)
-        self.every, self.n_questions, self.seed, self.samples = every, n_questions, seed, samples
-        self.result: HeldOutResult | None = None
-        self._agents: Mapping[str, Any] = {}
-        self._config: SwarmConfig | None = None
-        self._questions: list[DrawnQuestion] = []
-        self._last_round = -1
-        self._listeners: list[Callable[[int, dict[str, float]], None]] = []
-
-    def add_listener(self, listener: Callable[[int, dict[str, float]], None]) -> None:
-        """Call ``listener(round, scores_by_node)`` after every evaluation (a logger's hook)."""
-        self._listeners.append(listener)
-
-    def on_run_start(self, env: Any, agents: Mapping[str, Any]) -> None:
-        self._agents, self._config = agents, env.config
-        self._questions = held_out_questions(env.config, self.n_questions, self.seed)
-        self.result = HeldOutResult(tuple(env.possible_agents), [], [])
-        self._last_round = -1
-
-    def on_round_end(self, record: RoundRecord) -> None:
-        self._last_round = record.round
-        if (record.round + 1) % self.every == 0:
-            self._evaluate(record.round)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The scores so far, for a run's checkpoint (``sapo_env.Checkpoint``)."""
-        result = self.result or HeldOutResult((), [], [])
-        return {"rounds": list(result.rounds), "scores": [list(s) for s in result.scores],
-                "last_round": self._last_round}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from :meth:`state_dict` (after ``on_run_start``, as the runner does)."""
-        if self.result is None:
-            raise RuntimeError("HeldOutEvaluator.load_state_dict() before on_run_start()")
-        self.result.rounds[:], self.result.scores[:] = state["rounds"], state["scores"]
-        self._last_round = int(state["last_round"])
-
-    def on_run_end(self, history: History) -> None:
-        if self.result is not None and self._last_round >= 0 and (
-                not self.result.rounds or self.result.rounds[-1] != self._last_round):
-            self._evaluate(self._last_round)
-
-    def _evaluate(self, round_: int) -> None:
-        assert self.result is not None and self._config is not None
-        scores = {a: evaluate(self._agents[a], self._questions, self._config, round_,
-                              self.samples) for a in self.result.agents}
-        self.result.rounds.append(round_)
-        self.result.scores.append([scores[a] for a in self.result.agents])
-        for listener in self._listeners:
-            listener(round_, scores)
 
 
 __all__ = [

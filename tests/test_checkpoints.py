@@ -318,7 +318,7 @@ def test_callbacks_may_change_between_an_interruption_and_the_resume(tmp_path, c
         swarm_run(checkpoint, [StopAfter(7)])
     added = HeldOutEvaluator(every=6, n_questions=3)  # watches only: the run stays the same
     assert_same_history(swarm_run(checkpoint, [added])[0], expected)
-    assert "holds no state of callback sapo_env.metrics.HeldOutEvaluator" in caplog.text
+    assert "holds no state of callback sapo_env.held_out.HeldOutEvaluator" in caplog.text
     assert added.result.rounds == [5, 11, 17, 19]  # from the checkpoint after round 4 on
 
 
