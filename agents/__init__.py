@@ -31,6 +31,15 @@ _LAZY = {
     "GRPOAgent": "agents.grpo",
     "GRPOConfig": "agents.grpo",  # defined in agents.grpo_config, re-exported
     "lora_swarm": "agents.lora",
+    # tiny models (agents.tiny): offline learners that train on one CPU core
+    "tiny_tokenizer": "agents.tiny.tokenizer",
+    "TinyModelConfig": "agents.tiny.config",
+    "tiny_model": "agents.tiny.model",
+    "SPECIALIST_TASKS": "agents.tiny.config",
+    "WarmStartConfig": "agents.tiny.config",
+    "warm_start": "agents.tiny.warm_start",
+    "load_tiny": "agents.tiny.warm_start",
+    "read_report": "agents.tiny.warm_start",
 }
 
 # the `lm` extra's packages (pyproject.toml)

@@ -8,6 +8,8 @@
     sapo-env attack [--quick] [--attacks A ...]         hostile nodes vs defenses (simulated)
     sapo-env format-propagation [--quick] [--seeds S]   does the <answer> format spread among
                                                         SmolLM2 LoRA nodes? (CPU, ~2 hours)
+    sapo-env warm-start [--tasks T ...] [--target A]    train a tiny model on reasoning-gym
+                                                        tasks, cached (CPU, ~2 minutes)
     sapo-env --version
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in
@@ -79,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "spread? (experiments.format_propagation)")
     format_propagation.add_arguments(format_parser)
     format_parser.set_defaults(handler=format_propagation.run_from_args)
+
+    from experiments import warm_start_cli
+
+    warm_parser = commands.add_parser(
+        "warm-start", help="a tiny model (agents.tiny) trained by supervised next-token loss "
+                           "on reasoning-gym tasks until a target accuracy, cached on disk: a "
+                           "specialist node for a swarm (experiments.warm_start_cli)")
+    warm_start_cli.add_arguments(warm_parser)
+    warm_parser.set_defaults(handler=warm_start_cli.run_from_args)
     return parser
 
 

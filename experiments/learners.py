@@ -51,6 +51,88 @@ class GRPOLearners:
                 for s in seed.spawn(len(names))]
 
 
+@dataclass(frozen=True)
+class TinyLearners:
+    """Tiny GRPO nodes (``agents.tiny``, ~1M parameters, on a CPU), as one batched swarm.
+
+    Heterogeneous specialists: node ``i`` is warm-started on ``specialties[i % k]`` alone (a
+    supervised warm start to ``target_accuracy`` on that task, cached on disk), and every node
+    is asked questions of every specialty (:meth:`swarm_settings`). SAPO's claim is that one
+    node's success spreads: a node that never answers a task right gets no signal on it from
+    its own groups (all its completions score 0, so their advantages are 0), and only other
+    nodes' groups can show it what a right answer looks like. With identical nodes the
+    claim is hard to test: what one discovers, the others find as easily on their own.
+    """
+
+    specialties: tuple[str, ...] = ("basic_arithmetic", "spell_backward")
+    """Tasks of ``agents.tiny.SPECIALIST_TASKS``, one per specialist kind, dealt round-robin."""
+    learning_rate: float = 3e-4
+    """GRPO's Adam step size (the tiny model's; the paper's 1e-6 was for 0.5B parameters)."""
+    max_new_tokens: int = 12
+    """Tokens sampled per completion (every answer of the specialist tasks fits)."""
+    max_grad_norm: float | None = 1.0
+    """Gradient-norm clipping of the GRPO step (None: off, as genrl's trainer)."""
+    target_accuracy: float = 0.3
+    """Each specialist's warm-start accuracy on its own task, where reached within
+    ``warm_start_steps``."""
+    warm_start_steps: int = 600
+    """Most supervised steps of a warm start."""
+    batched: bool = True
+    """Act and learn as one batched swarm (``agents.tiny.batched_swarm``; the same result as
+    node by node, faster)."""
+    torch_threads: int | None = 1
+    """torch threads of the process: models this small run fastest on one thread, and a
+    sweep runs one run per core (None: torch's default)."""
+
+    def warm_start_configs(self) -> list[Any]:
+        """The warm start of each specialty."""
+        from agents.tiny.config import SPECIALIST_TASKS, WarmStartConfig
+
+        unknown = [s for s in self.specialties if s not in SPECIALIST_TASKS]
+        if unknown or not self.specialties:
+            raise ValueError(f"specialties must be tasks of {list(SPECIALIST_TASKS)}, "
+                             f"got {list(self.specialties)}")
+        every = [SPECIALIST_TASKS[s] for s in self.specialties]
+        return [WarmStartConfig(tasks=[SPECIALIST_TASKS[s]], eval_tasks=every,
+                                target_accuracy=self.target_accuracy,
+                                max_steps=self.warm_start_steps,
+                                max_new_tokens=self.max_new_tokens)
+                for s in self.specialties]
+
+    def warm_starts(self) -> list[Any]:
+        """Each specialty's warm-started model folder (trained once, then read from the cache):
+        call it before starting runs in parallel, so that they do not train the same one."""
+        from agents.tiny.warm_start import warm_start
+
+        return [warm_start(config) for config in self.warm_start_configs()]
+
+    def swarm_settings(self) -> dict[str, Any]:
+        """``SwarmConfig`` fields these nodes need: the specialties' tasks, and the empty
+        system prompt the tiny models were warm-started with (JSON data, as run names)."""
+        from agents.tiny.config import SPECIALIST_TASKS
+
+        tasks = [SPECIALIST_TASKS[s] for s in self.specialties]
+        return {"tasks": [[t.name, t.weight, dict(t.config)] for t in tasks],
+                "system_prompt": ""}
+
+    def __call__(self, names: Sequence[str], num_external: int,
+                 seed: np.random.SeedSequence) -> list:
+        from agents import GRPOAgent, GRPOConfig
+        from agents.tiny.batched import batched_swarm
+        from agents.tiny.warm_start import load_tiny
+
+        config = GRPOConfig(max_new_tokens=self.max_new_tokens, learning_rate=self.learning_rate,
+                            max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
+                            torch_threads=self.torch_threads)
+        folders = self.warm_starts()
+        agents = []
+        for i, stream in enumerate(seed.spawn(len(names))):
+            model, tokenizer = load_tiny(folders[i % len(folders)])
+            agents.append(GRPOAgent(model, tokenizer, config, num_external=num_external,
+                                    seed=stream))
+        return batched_swarm(agents, names) if self.batched else agents
+
+
 def describe(factory: AgentFactory) -> str:
     """A stable description of a factory and the defaults it builds with (for resume keys)."""
     if factory is simulated_learners:
@@ -61,6 +143,10 @@ def describe(factory: AgentFactory) -> str:
         from agents import GRPOConfig
 
         return f"{factory!r} {GRPOConfig()!r}"
+    if isinstance(factory, TinyLearners):
+        from agents import GRPOConfig
+
+        return f"{factory!r} {factory.warm_start_configs()!r} {GRPOConfig()!r}"
     name = getattr(factory, "__qualname__", None)
     if name is not None:  # a function: its import path
         return f"{factory.__module__}:{name}"
@@ -71,7 +157,7 @@ def load(path: str) -> AgentFactory:
     """The factory at ``"package.module:name"``."""
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
-        raise ValueError(f"learner must be 'sim', 'grpo' or 'package.module:factory', "
+        raise ValueError(f"learner must be 'sim', 'tiny', 'grpo' or 'package.module:factory', "
                          f"got {path!r}")
     try:
         factory = getattr(importlib.import_module(module), name)

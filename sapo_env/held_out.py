@@ -121,7 +121,7 @@ class HeldOutResult:
     """Held-out scores recorded during a run."""
 
     agents: tuple[str, ...]
-    rounds: list[int]  #: rounds after which the evaluation ran
+    rounds: list[int]  #: rounds after which the evaluation ran (-1: before the first)
     scores: list[list[float]]  #: per evaluation, per node
     tasks: tuple[str, ...] = ()  #: the tasks of the held-out set, in the order of ``task_scores``
     task_scores: list[list[list[float]]] = field(default_factory=list)
@@ -149,10 +149,14 @@ class HeldOutEvaluator(Callback):
     """
 
     def __init__(self, every: int = 100, n_questions: int = 64, seed: int = 0,
-                 samples: int = 1):
+                 samples: int = 1, at_start: bool = False):
         check_int("every", every, 1)
         check_int("samples", samples, 1)
         self.every, self.n_questions, self.seed, self.samples = every, n_questions, seed, samples
+        #: Also evaluate before the first round, recorded as round -1 (what the nodes knew
+        #: before training; it draws from an agent's random state, so a run with it is not
+        #: the run without it for agents that key their sampling on the round).
+        self.at_start = at_start
         self.result: HeldOutResult | None = None
         self._agents: Mapping[str, Any] = {}
         self._config: SwarmConfig | None = None
@@ -171,6 +175,8 @@ class HeldOutEvaluator(Callback):
         self.result = HeldOutResult(tuple(env.possible_agents), [], [],
                                     tuple(s.name for s in env.config.tasks if s.name in drawn), [])
         self._last_round = -1
+        if self.at_start:
+            self._evaluate(-1)
 
     def on_round_end(self, record: RoundRecord) -> None:
         self._last_round = record.round
@@ -203,7 +209,7 @@ class HeldOutEvaluator(Callback):
         scores, by_task = {}, {}
         for a in self.result.agents:
             by_task[a] = evaluate_by_task(self._agents[a], self._questions, self._config,
-                                          round_, self.samples)
+                                          max(round_, 0), self.samples)
             scores[a] = sum(by_task[a][t] * counts[t] for t in by_task[a]) / len(self._questions)
         self.result.rounds.append(round_)
         self.result.scores.append([scores[a] for a in self.result.agents])

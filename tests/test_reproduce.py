@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -192,3 +193,34 @@ def test_grpo_learner_runs_with_a_tiny_local_model(tmp_path, request):
     assert [r.experiment for r in result.rows] == ["8/0", "4/4"]
     assert result.runs["4/4"][0]["rewards"].shape == (2, 2)
     assert "GRPO" in result.table_markdown
+
+
+def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, request,
+                                                                   monkeypatch):
+    """--learner tiny: warm-started specialists (a few steps here), batched, with the
+    per-seed and per-specialist tables."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    request.getfixturevalue("one_torch_thread")
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
+    args = rp_cli.build_parser().parse_args(
+        ["--learner", "tiny", "--tiny-lr", "1e-3", "--experiments", "8/0", "4/4",
+         "--rounds", "2", "--nodes", "2", "--seeds", "2", "--held-out-every", "1",
+         "--held-out-questions", "4", "--jobs", "1", "--no-tensorboard", "--no-plots",
+         "--no-progress", "--out", str(tmp_path / "out"), "--swarm", "completions_per_question=2"])
+    config = rp_cli.config_from_args(args)
+    config = dataclasses.replace(config, tiny=dataclasses.replace(
+        config.tiny, warm_start_steps=2, target_accuracy=0.99))
+    assert config.tiny.learning_rate == 1e-3
+    swarm = config.swarm_config(rp.EXPERIMENTS[2])
+    assert swarm.system_prompt == "" and [t.name for t in swarm.tasks] == list(
+        config.tiny.specialties)
+    result = rp.reproduce(config)
+    run = result.runs["4/4"][0]
+    assert run["held_out_rounds"].tolist() == [-1, 0, 1]  # before training, then every round
+    assert run["held_out_task_scores"].shape == (3, 2, 2)
+    assert run["held_out_tasks"].tolist() == list(config.tiny.specialties)
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "tiny transformer specialists" in text
+    assert "## Per seed" in text and "## What the specialists knew" in text
+    assert "basic_arithmetic nodes on spell_backward" in text

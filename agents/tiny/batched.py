@@ -87,7 +87,7 @@ class BatchedSwarm:
                 raise ValueError(f"agent {i} is on {agent.device}/{agent.dtype}, agent 0 on "
                                  f"{first.device}/{first.dtype}")
             check_supported(base_model(agent.model).config)
-            if base_model(agent.model).config.to_dict() != base_model(first.model).config.to_dict():
+            if _architecture(agent.model) != _architecture(first.model):
                 raise ValueError(f"agent {i}'s model configuration differs from agent 0's")
             if agent.eos_ids != first.eos_ids or agent.pad_id != first.pad_id:
                 raise ValueError(f"agent {i}'s tokenizer has other EOS/pad ids than agent 0's")
@@ -319,6 +319,12 @@ class _PromptSharingBatch:
                                   self.completion_positions[:, :, :-1],
                                   cache=cache.select_rows(self.row_prompt))
         return torch.cat([first, rest], dim=2)
+
+
+def _architecture(model: Any) -> dict[str, Any]:
+    """A model's configuration without where it was loaded from."""
+    config = base_model(model).config.to_dict()
+    return {k: v for k, v in config.items() if k not in ("_name_or_path", "name_or_path")}
 
 
 def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None) -> list[Any]:

@@ -24,10 +24,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="paper: a node with J external groups answers 8 - J questions "
                              "(default); fixed: every node answers 8 whatever its J (the "
                              "protocol before sapo-env 0.2)")
-    parser.add_argument("--learner", default=d.learner, metavar="sim|grpo|MODULE:FACTORY",
-                        help="simulated learners (default, CPU), GRPO language models (GPU), or "
-                             "an agent factory of your own, e.g. mypkg.nodes:make_nodes "
-                             "(see experiments.learners)")
+    parser.add_argument("--learner", default=d.learner,
+                        metavar="sim|tiny|grpo|MODULE:FACTORY",
+                        help="simulated learners (default, CPU, a surrogate), tiny transformer "
+                             "specialists trained by GRPO (CPU, real learners), GRPO language "
+                             "models (GPU), or an agent factory of your own, e.g. "
+                             "mypkg.nodes:make_nodes (see experiments.learners)")
+    parser.add_argument("--tiny-lr", type=float, default=d.tiny.learning_rate,
+                        help=f"tiny learner: GRPO learning rate (default {d.tiny.learning_rate})")
+    parser.add_argument("--tiny-specialties", nargs="+", default=list(d.tiny.specialties),
+                        metavar="TASK", help="tiny learner: each node's warm-start task, dealt "
+                        "round-robin (default: " + " ".join(d.tiny.specialties) + ")")
+    parser.add_argument("--tiny-max-grad-norm", type=float, default=d.tiny.max_grad_norm,
+                        help="tiny learner: gradient-norm clipping, 0 for none (default "
+                             f"{d.tiny.max_grad_norm})")
     parser.add_argument("--model", default=None,
                         help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
@@ -78,8 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
     given = {
-        "learner": (args.learner if args.learner in ("sim", "grpo")
+        "learner": (args.learner if args.learner in ("sim", "tiny", "grpo")
                     else learners.load(args.learner)),
+        "tiny": learners.TinyLearners(
+            specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
+            max_grad_norm=args.tiny_max_grad_norm or None),
         "model": args.model, "base_seed": args.base_seed,
         "protocol": args.protocol,
         "n_agents": args.nodes, "jobs": args.jobs, "quick": args.quick,

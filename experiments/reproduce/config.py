@@ -17,7 +17,7 @@ from experiments.learners import AgentFactory
 from experiments.ray_runs import RayOptions, check_ray
 from sapo_env.validation import check_int
 
-Learner = Literal["sim", "grpo"]
+Learner = Literal["sim", "tiny", "grpo"]
 Protocol = Literal["paper", "fixed"]
 
 
@@ -65,8 +65,13 @@ class ReproduceConfig:
     out: str | Path | None = None
     """Output folder (None: ``FULL`` or, quick, ``QUICK``)."""
     learner: Learner | AgentFactory = "sim"
-    """Who plays the nodes: ``"sim"``, simulated learners (CPU, minutes); ``"grpo"``, language
-    models (GPUs); or an agent factory of your own (see ``experiments.learners``)."""
+    """Who plays the nodes: ``"sim"``, simulated learners (CPU, minutes; a surrogate whose
+    sharing pays by construction); ``"tiny"``, tiny transformer specialists trained by GRPO
+    (CPU, real learners; ``tiny`` sets them up); ``"grpo"``, language models (GPUs); or an
+    agent factory of your own (see ``experiments.learners``)."""
+    tiny: learners.TinyLearners = field(default_factory=learners.TinyLearners)
+    """The tiny learner's settings (``learner="tiny"``): specialties, learning rate, ...; its
+    tasks and empty system prompt go into every configuration's swarm (``swarm`` overrides)."""
     model: str | None = None
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
     experiments: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)
@@ -124,8 +129,8 @@ class ReproduceConfig:
         for name, value in (QUICK if self.quick else FULL).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        if not callable(self.learner) and self.learner not in ("sim", "grpo"):
-            raise ValueError(f"learner must be 'sim', 'grpo' or an agent factory, "
+        if not callable(self.learner) and self.learner not in ("sim", "tiny", "grpo"):
+            raise ValueError(f"learner must be 'sim', 'tiny', 'grpo' or an agent factory, "
                              f"got {self.learner!r}")
         if self.protocol not in ("paper", "fixed"):
             raise ValueError(f"protocol must be 'paper' or 'fixed', got {self.protocol!r}")
@@ -176,6 +181,8 @@ class ReproduceConfig:
             return learners.simulated_learners
         if self.learner == "grpo":
             return learners.GRPOLearners(self.model, self.grpo_max_new_tokens)
+        if self.learner == "tiny":
+            return self.tiny
         return self.learner
 
     def swarm_config(self, experiment: Experiment) -> Any:
@@ -183,9 +190,10 @@ class ReproduceConfig:
         from sapo_env.config import SwarmConfig
 
         protocol = {} if self.protocol == "paper" else {"questions_per_round": 8}
+        learner = self.tiny.swarm_settings() if self.learner == "tiny" else {}
         return SwarmConfig(n_agents=self.n_agents, max_rounds=self.rounds,
                            num_external=experiment.num_external,
-                           **{**self.swarm, **protocol, **experiment.overrides})
+                           **{**learner, **self.swarm, **protocol, **experiment.overrides})
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from experiments.learners import describe
 from experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
 from experiments.reproduce.figures import plot_figures
 from experiments.reproduce.report import Row, format_markdown, summarise, write_csv
+from experiments.reproduce.specialists import specialist_markdown
 from experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
 from sapo_env.checkpoint import Checkpoint, require_state_dicts
 from sapo_env.runner import Callback
@@ -90,8 +91,11 @@ def compute(spec: RunSpec) -> RunFile:
     agents = c.agent_factory()(env.possible_agents, e.num_external, agent_seed)
     checkpoint = _checkpoint(spec, dict(zip(env.possible_agents, agents)))
     resuming = checkpoint is not None and checkpoint.resume and spec.checkpoint_path.exists()
+    # at_start: what the nodes knew before training (-1 in held_out_rounds), the baseline of
+    # what a specialist learned of the others' task
     evaluator = metrics.HeldOutEvaluator(every=c.held_out_every,
-                                         n_questions=c.held_out_questions, seed=c.base_seed)
+                                         n_questions=c.held_out_questions, seed=c.base_seed,
+                                         at_start=True)
     clock = RunClock()
     callbacks: list[Any] = [evaluator, clock]
     if c.tensorboard:
@@ -119,6 +123,8 @@ def compute(spec: RunSpec) -> RunFile:
         "generated": history.generated,
         "held_out_rounds": np.asarray(held.rounds if held else [], dtype=np.int64),
         "held_out_scores": held.as_array() if held else np.zeros((0, c.n_agents)),
+        "held_out_tasks": np.asarray(held.tasks if held else ()),
+        "held_out_task_scores": held.as_task_array() if held else np.zeros((0, c.n_agents, 0)),
         "pool_shared": pool.shared, "pool_shared_mean_reward": pool.shared_mean_reward,
         "pool_informative_fraction": pool.informative_fraction,
         "pool_informative": pool.informative,
@@ -145,6 +151,8 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
+    if config.learner == "tiny" and todo:
+        config.tiny.warm_starts()  # trained here once, not by every worker at the same time
     # GPU models stay in one process (on Ray, each run reserves ray.gpus_per_run)
     run_all(compute, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
             config.progress, config.ray)
@@ -153,7 +161,7 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     for spec in specs:  # experiment by experiment, seeds in order
         runs[spec.experiment].append(load_run(spec.path))
     rows = summarise(config, runs)
-    markdown = format_markdown(rows, config)
+    markdown = format_markdown(rows, config) + specialist_markdown(config, runs)
     files = [out / "results.md", out / "results.csv"]
     files[0].write_text(markdown)
     write_csv(rows, files[1])

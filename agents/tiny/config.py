@@ -1,0 +1,217 @@
+"""The tiny models' configurations: ``TinyModelConfig`` (a model's shape) and
+``WarmStartConfig`` (what a warm start trains and when it stops), with no torch import, so
+that command lines can show their defaults cheaply.
+
+Every field is documented beside it and checked on construction; a bad value raises
+``ValueError`` naming the field and the value. The models and the training are in
+:mod:`agents.tiny.model` and :mod:`agents.tiny.warm_start`, which re-export these.
+
+Example::
+
+    >>> from agents.tiny.config import SPECIALIST_TASKS, WarmStartConfig
+    >>> specialist = WarmStartConfig(tasks=[SPECIALIST_TASKS["spell_backward"]],
+    ...                              eval_tasks=list(SPECIALIST_TASKS.values()))
+    >>> specialist.targets()
+    {'spell_backward': 0.2}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sapo_env.config import MAX_QUESTIONS_PER_STREAM, TaskSpec
+from sapo_env.validation import check_int
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """The shape of a tiny Llama; defaults are the measured warm-start learner's (issue 21)."""
+
+    hidden_size: int = 128
+    """Width of the residual stream (the token embedding size)."""
+    num_layers: int = 4
+    """Decoder layers."""
+    num_heads: int = 4
+    """Attention (query) heads; must divide ``hidden_size`` (head size 32 by default)."""
+    num_kv_heads: int = 4
+    """Key/value heads (grouped-query attention when fewer than ``num_heads``); must divide
+    ``num_heads``. Equal by default: at this size the saved parameters buy nothing."""
+    intermediate_size: int = 384
+    """Width of the SwiGLU MLP (three ``hidden_size x intermediate_size`` matrices a layer)."""
+    max_position_embeddings: int = 2048
+    """Longest prompt + completion the model is meant for, in tokens (= characters). Rotary
+    embeddings have no weights, so this costs nothing; the longest question of the paper's
+    nine tasks is 872 characters (arc_1d), plus ~40 for the chat frame and the completion."""
+    rope_theta: float = 10000.0
+    """Base of the rotary embedding frequencies (Llama's default)."""
+    rms_norm_eps: float = 1e-5
+    """Epsilon of the RMSNorm layers."""
+    initializer_range: float = 0.02
+    """Standard deviation of the normal initial weights (transformers' Llama default)."""
+    tie_word_embeddings: bool = True
+    """Share the input embedding with the output head: with a character vocabulary both are
+    small, and tying is what most small language models do."""
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
+                     "intermediate_size", "max_position_embeddings"):
+            check_int(name, getattr(self, name), 1)
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) must be divisible by num_heads "
+                             f"({self.num_heads})")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads "
+                             f"({self.num_kv_heads})")
+        if (self.hidden_size // self.num_heads) % 2:
+            raise ValueError(f"hidden_size / num_heads must be even (rotary embeddings rotate "
+                             f"pairs), got {self.hidden_size} / {self.num_heads}")
+        for name in ("rope_theta", "rms_norm_eps", "initializer_range"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise ValueError(f"tie_word_embeddings must be a bool, got "
+                             f"{self.tie_word_embeddings!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain data (JSON, cache keys)."""
+        return dataclasses.asdict(self)
+
+
+SPECIALIST_TASKS: dict[str, TaskSpec] = {
+    "basic_arithmetic": TaskSpec("basic_arithmetic", 1.0, {
+        "min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
+    "spell_backward": TaskSpec("spell_backward", 1.0, {"min_word_len": 3, "max_word_len": 5}),
+}
+"""Tasks a tiny model learns in minutes on one CPU core, at a difficulty it can reach:
+two one-digit terms (reasoning-gym's operators, parentheses and negation), words of 3-5
+letters (answers fit in 12 new tokens)."""
+
+
+def _coerce_specs(value: Any, name: str) -> tuple[TaskSpec, ...]:
+    if isinstance(value, (str, TaskSpec)) or not isinstance(value, Sequence) or not value:
+        raise ValueError(f"{name} must be a non-empty sequence of task specs, got {value!r:.80}")
+    specs = tuple(TaskSpec.coerce(spec) for spec in value)
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{name} must name each task once, got {names}")
+    return specs
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """What a warm start trains and when it stops; the whole config keys the cache."""
+
+    # --- tasks ---
+    tasks: tuple[TaskSpec, ...] = (SPECIALIST_TASKS["basic_arithmetic"],)
+    """Training tasks: names, ``(name, weight, config)`` tuples or ``TaskSpec``; each training
+    question's task is drawn by weight. One task: a specialist."""
+    eval_tasks: tuple[TaskSpec, ...] | None = None
+    """Tasks whose accuracy is measured (None: ``tasks``); add tasks the node is not trained
+    on to see what a specialist knows of them."""
+    target_accuracy: float | Mapping[str, float] | None = 0.2
+    """Stop once every targeted task reaches its target at an evaluation: one number for every
+    training task, a mapping from eval-task name to target, or None (train ``max_steps``).
+    0.2 leaves GRPO room to learn and a signal to learn from (a group of 8 completions at
+    accuracy 0.2 has both right and wrong answers 83% of the time). Measured on one core: a
+    basic_arithmetic specialist reached 0.24 at step 600 (228 s), a spell_backward one 0.21
+    at step 150 (75 s); a generalist on both had 0.11 and 0.82 at step 600 (337 s)."""
+    # --- optimisation ---
+    max_steps: int = 600
+    """Most optimizer steps (each on ``batch_size`` questions): ~3.5 minutes on one CPU core
+    for basic_arithmetic (0.35 s a step), ~5 for spell_backward (longer prompts)."""
+    batch_size: int = 32
+    """Questions per step (16 learned as fast per second, measured)."""
+    learning_rate: float = 1e-3
+    """Adam step size (constant). 3e-3 stalls basic_arithmetic at a loss of 0.7 and accuracy
+    ~0.1, where 1e-3 goes on to 0.4 by 800 steps (measured)."""
+    max_grad_norm: float | None = 1.0
+    """Gradients are clipped to this global norm; None disables clipping."""
+    # --- evaluation ---
+    eval_every: int = 50
+    """Steps between evaluations; the last step is always evaluated."""
+    eval_size: int = 128
+    """Held-out questions per evaluation task (one sampled completion each): a standard error
+    of 0.035 at accuracy 0.2; an evaluation costs ~1.5 s a task, against ~17 s of training
+    between two of them."""
+    max_new_tokens: int = 12
+    """Most tokens sampled per evaluation completion: set it to the node's
+    ``GRPOConfig.max_new_tokens``."""
+    # --- model and seed ---
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    """Shape of the model trained."""
+    seed: int = 0
+    """Root of every random choice: initial weights, training questions, evaluation samples."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", _coerce_specs(self.tasks, "tasks"))
+        if self.eval_tasks is not None:
+            object.__setattr__(self, "eval_tasks", _coerce_specs(self.eval_tasks, "eval_tasks"))
+        for name, minimum in (("max_steps", 1), ("batch_size", 1), ("eval_every", 1),
+                              ("eval_size", 1), ("max_new_tokens", 1), ("seed", 0)):
+            check_int(name, getattr(self, name), minimum)
+        if self.max_steps * self.batch_size > MAX_QUESTIONS_PER_STREAM:
+            raise ValueError(f"max_steps * batch_size must be <= {MAX_QUESTIONS_PER_STREAM} "
+                             f"(one seed block per task), got {self.max_steps} * "
+                             f"{self.batch_size}")
+        if self.eval_size > MAX_QUESTIONS_PER_STREAM:
+            raise ValueError(f"eval_size must be <= {MAX_QUESTIONS_PER_STREAM}, "
+                             f"got {self.eval_size}")
+        if not _positive(self.learning_rate):
+            raise ValueError(f"learning_rate must be a number > 0, got {self.learning_rate!r}")
+        if self.max_grad_norm is not None and not _positive(self.max_grad_norm):
+            raise ValueError(f"max_grad_norm must be a number > 0 or None, "
+                             f"got {self.max_grad_norm!r}")
+        if not isinstance(self.model, TinyModelConfig):
+            raise ValueError(f"model must be a TinyModelConfig, got {self.model!r:.80}")
+        targets = self.targets()  # validates target_accuracy
+        if isinstance(self.target_accuracy, Mapping):
+            object.__setattr__(self, "target_accuracy", dict(targets))
+
+    @property
+    def evaluated(self) -> tuple[TaskSpec, ...]:
+        """The tasks evaluated: ``eval_tasks``, or the training tasks."""
+        return self.eval_tasks if self.eval_tasks is not None else self.tasks
+
+    def targets(self) -> dict[str, float]:
+        """Target accuracy per evaluated task that has one."""
+        target, names = self.target_accuracy, [s.name for s in self.evaluated]
+        if target is None:
+            return {}
+        if isinstance(target, Mapping):
+            unknown = sorted(set(target) - set(names))
+            if unknown:
+                raise ValueError(f"target_accuracy names tasks that are not evaluated: "
+                                 f"{unknown}; evaluated: {names}")
+            chosen = dict(target)
+        else:
+            chosen = {s.name: target for s in self.tasks}
+            missing = sorted(set(chosen) - set(names))
+            if missing:
+                raise ValueError(f"target_accuracy applies to the training tasks, but eval_tasks "
+                                 f"leaves out {missing}")
+        for name, value in chosen.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value <= 1:
+                raise ValueError(f"target_accuracy of {name!r} must be a number in (0, 1], "
+                                 f"got {value!r}")
+        return {name: float(value) for name, value in chosen.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain JSON data (what the cache key hashes)."""
+        def specs(value: tuple[TaskSpec, ...] | None) -> list | None:
+            return None if value is None else [[s.name, s.weight, dict(s.config)] for s in value]
+
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(tasks=specs(self.tasks), eval_tasks=specs(self.eval_tasks),
+                    model=self.model.to_dict())
+        return data
+
+
+def _positive(value: Any) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and value > 0)
