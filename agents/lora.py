@@ -51,6 +51,16 @@ from agents.models import claim_model, load_model, resolve_device, resolve_dtype
 from agents.torch_rng import TorchRNG
 
 
+def members_by_name(agents: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:
+    """``{names[i]: agents[i]}``, for a joint actor whose agent ``i`` plays node ``names[i]``."""
+    names = list(names)
+    if len(names) != len(agents) or len(set(names)) != len(names):
+        raise ValueError(
+            f"names must be {len(agents)} distinct node names, one per agent, got {names}"
+        )
+    return dict(zip(names, agents))
+
+
 class JointActor:
     """Acts for several agents of one :func:`lora_swarm` in one generate call."""
 
@@ -64,12 +74,7 @@ class JointActor:
 
     def bind(self, names: Sequence[str]) -> None:
         """Agent ``i`` of the swarm plays env node ``names[i]``."""
-        names = list(names)
-        if len(names) != len(self.agents) or len(set(names)) != len(names):
-            raise ValueError(
-                f"names must be {len(self.agents)} distinct node names, one per agent, got {names}"
-            )
-        self.members = dict(zip(names, self.agents))
+        self.members = members_by_name(self.agents, names)
 
     def act_jointly(self, observations: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
         """Actions for the given nodes (a subset of the swarm), from one generate call."""

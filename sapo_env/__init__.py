@@ -21,7 +21,7 @@ from sapo_env.runner import (
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.types import make_observation
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "PAPER_TASKS",

@@ -220,6 +220,7 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     assert run["held_out_rounds"].tolist() == [-1, 0, 1]  # before training, then every round
     assert run["held_out_task_scores"].shape == (3, 2, 2)
     assert run["held_out_tasks"].tolist() == list(config.tiny.specialties)
+    assert run["learn_grad_norm"].shape == run["learn_groups"].shape == (2, 2)
     text = (tmp_path / "out" / "results.md").read_text()
     assert "tiny transformer specialists" in text
     assert "## Per seed" in text and "## What the specialists knew" in text

@@ -53,6 +53,7 @@ from transformers.generation.logits_process import (
 from agents.encoding import by_length
 from agents.generation import base_model, left_padded
 from agents.grpo_update import GRPOUpdate
+from agents.lora import members_by_name
 from agents.loss import token_logprobs
 from agents.models import autocast
 from agents.tiny.grouped_llama import check_supported, grouped_forward, stack_weights
@@ -107,12 +108,7 @@ class BatchedSwarm:
 
     def bind(self, names: Sequence[str]) -> None:
         """Agent ``i`` of the swarm plays env node ``names[i]``."""
-        names = list(names)
-        if len(names) != len(self.agents) or len(set(names)) != len(names):
-            raise ValueError(
-                f"names must be {len(self.agents)} distinct node names, one per agent, got {names}"
-            )
-        self.members = dict(zip(names, self.agents))
+        self.members = members_by_name(self.agents, names)
 
     def _agents_of(self, nodes: Sequence[str]) -> list[Any]:
         unknown = [name for name in nodes if name not in self.members]

@@ -135,6 +135,9 @@ def compute(spec: RunSpec) -> RunFile:
     if c.learner == "sim":  # the simulated learner's skills, for the figures and TensorBoard
         for key in ("tag_prob", "expected_quality"):
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
+    if c.learner in ("tiny", "grpo"):  # the GRPO step's mechanics: signal, drift, clipping
+        for key in ("grad_norm", "clip_fraction", "groups", "tokens"):
+            arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
     meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
             "env_seed": env_seed, "seconds": clock.seconds, "agents": list(history.agents)}
     return RunFile(spec.path, meta, arrays, remove=(f"{spec.name}.*.ckpt*",))
