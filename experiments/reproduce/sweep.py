@@ -91,11 +91,12 @@ def compute(spec: RunSpec) -> RunFile:
     agents = c.agent_factory()(env.possible_agents, e.num_external, agent_seed)
     checkpoint = _checkpoint(spec, dict(zip(env.possible_agents, agents)))
     resuming = checkpoint is not None and checkpoint.resume and spec.checkpoint_path.exists()
-    # at_start: what the nodes knew before training (-1 in held_out_rounds), the baseline of
-    # what a specialist learned of the others' task
+    # at_start: what the specialists knew before training (-1 in held_out_rounds), the
+    # baseline of what they learned of each other's task. Not for the simulated learner: it
+    # keys its sampling on the round, so an evaluation before round 0 would change its run.
     evaluator = metrics.HeldOutEvaluator(every=c.held_out_every,
                                          n_questions=c.held_out_questions, seed=c.base_seed,
-                                         at_start=True)
+                                         at_start=c.learner == "tiny")
     clock = RunClock()
     callbacks: list[Any] = [evaluator, clock]
     if c.tensorboard:
