@@ -20,7 +20,9 @@ under (a 370-character system prompt would be 370 tokens here), ``agents.generat
 Round trips (tested): ``decode(encode(text)) == text`` for any text over the charset, and
 every id re-encodes from its own decoded text (specials decoded with their text), so a
 completion GRPO re-encodes as text gives back the ids that were sampled, except that
-``<answer>`` spelled out character by character comes back as the one tag token.
+``<answer>`` spelled out character by character comes back as the one tag token, and a
+special token's text in a completion (``<|im_end|>``, ``<unk>``, ...) is read as that token,
+as every Hugging Face tokenizer reads it.
 
 Example::
 
