@@ -149,7 +149,7 @@ class BatchedSwarm:
         widths = [widths[i] for i in live]
         n, questions = len(agents), max(len(p) for p in prompts)
         flat = [p for node in prompts for p in node]
-        ids, mask = left_padded(flat + [[first.pad_id]], first.pad_id)  # one pad row spare
+        ids, mask = left_padded(flat, first.pad_id)
         length = ids.shape[1]
         grid = torch.full((n, questions, length), first.pad_id, dtype=torch.long)
         grid_mask = torch.zeros((n, questions, length), dtype=torch.long)
