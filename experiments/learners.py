@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,12 +102,21 @@ class TinyLearners:
                                 max_new_tokens=self.max_new_tokens)
                 for s in self.specialties]
 
-    def warm_starts(self) -> list[Any]:
-        """Each specialty's warm-started model folder (trained once, then read from the cache):
-        call it before starting runs in parallel, so that they do not train the same one."""
-        from agents.tiny.warm_start import warm_start
+    def warm_starts(self, jobs: int = 1) -> list[Path]:
+        """Each specialty's warm-started model folder, read from the cache. Those not cached
+        yet are trained first, up to ``jobs`` at a time, each in a fresh process on
+        ``torch_threads`` threads (the weights depend on the thread count, not on the caller's
+        settings). Call it before starting runs in parallel, so that they do not train the
+        same one."""
+        from agents.tiny.warm_start import REPORT_FILE, cache_path
 
-        return [warm_start(config) for config in self.warm_start_configs()]
+        configs = self.warm_start_configs()
+        missing = [c for c in configs if not (cache_path(c) / REPORT_FILE).is_file()]
+        if missing:
+            with ProcessPoolExecutor(min(jobs, len(missing)),
+                                     mp_context=get_context("spawn")) as pool:
+                list(pool.map(_train_warm_start, missing, [self.torch_threads] * len(missing)))
+        return [cache_path(c) for c in configs]
 
     def swarm_settings(self) -> dict[str, Any]:
         """``SwarmConfig`` fields these nodes need: the specialties' tasks, and the empty
@@ -117,6 +129,8 @@ class TinyLearners:
 
     def __call__(self, names: Sequence[str], num_external: int,
                  seed: np.random.SeedSequence) -> list:
+        import transformers
+
         from agents import GRPOAgent, GRPOConfig
         from agents.tiny.batched import batched_swarm
         from agents.tiny.warm_start import load_tiny
@@ -125,12 +139,25 @@ class TinyLearners:
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
                             torch_threads=self.torch_threads)
         folders = self.warm_starts()
+        # a run's log shows rounds, not the "Loading weights" bar of each of its 8 models
+        transformers.utils.logging.disable_progress_bar()
         agents = []
         for i, stream in enumerate(seed.spawn(len(names))):
             model, tokenizer = load_tiny(folders[i % len(folders)])
             agents.append(GRPOAgent(model, tokenizer, config, num_external=num_external,
                                     seed=stream))
         return batched_swarm(agents, names) if self.batched else agents
+
+
+def _train_warm_start(config: Any, torch_threads: int | None) -> Path:
+    """One warm start, in a worker process of ``TinyLearners.warm_starts``."""
+    import torch
+
+    from agents.tiny.warm_start import warm_start
+
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
+    return warm_start(config)
 
 
 def describe(factory: AgentFactory) -> str:

@@ -80,6 +80,21 @@ def test_quick_changes_only_the_defaults():
     assert slugs == ("4/4", "8/0")
 
 
+def test_the_tiny_learner_has_its_own_full_and_quick_sweeps():
+    """The tiny sweep's defaults are those of the run in docs/tiny-reproduce/, and its quick
+    run (make demo) is 8/0 against 4/4; a value given explicitly is kept."""
+    tiny = rp.ReproduceConfig(learner="tiny")
+    assert (tiny.rounds, tiny.seeds, tiny.held_out_every, tiny.held_out_questions) == (
+        200, 3, 50, 32)
+    assert tiny.experiments == tuple(e.label for e in rp.EXPERIMENTS)
+    quick = rp.ReproduceConfig(learner="tiny", quick=True)
+    assert (quick.experiments, quick.rounds, quick.seeds, str(quick.out)) == (
+        ("8/0", "4/4"), 40, 3, "out/reproduce-tiny-quick")
+    assert rp.ReproduceConfig(learner="tiny", quick=True, experiments=("2/6",),
+                              seeds=5).experiments == ("2/6",)
+    assert rp.ReproduceConfig(quick=True).experiments == rp.ReproduceConfig().experiments
+
+
 def test_mean_ci():
     mean, ci = rp.mean_ci([1.0, 2.0, 3.0])
     assert mean == 2.0 and ci == pytest.approx(4.303 * 1.0 / np.sqrt(3))
@@ -130,6 +145,10 @@ def test_verdict_says_what_the_table_cannot_tell():
     quick = rp.verdict(rows, rp.ReproduceConfig(quick=True))
     assert "too short to conclude anything" in quick and "Distinguishable" not in quick
     assert "One seed" in rp.verdict(rows, rp.ReproduceConfig(seeds=1))
+    # the tiny learner's quick run is long enough to decide: it says which ratios it does
+    tiny = rp.verdict(rows, rp.ReproduceConfig(learner="tiny", quick=True))
+    assert tiny.startswith("This is the quick run (40 rounds x 3 seeds)")
+    assert "4/4 (1.40)" in tiny and "Not distinguishable" in tiny
 
 
 def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypatch):

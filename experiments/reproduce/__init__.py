@@ -55,7 +55,10 @@ from experiments.learners import AgentFactory, GRPOLearners, simulated_learners
 from experiments.reproduce.config import (
     BY_LABEL,
     EXPERIMENTS,
+    FULL,
     QUICK,
+    TINY_FULL,
+    TINY_QUICK,
     Experiment,
     ReproduceConfig,
     RunSpec,
@@ -68,7 +71,10 @@ from experiments.run_files import load_run
 __all__ = [
     "BY_LABEL",
     "EXPERIMENTS",
+    "FULL",
     "QUICK",
+    "TINY_FULL",
+    "TINY_QUICK",
     "AgentFactory",
     "Experiment",
     "GRPOLearners",

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from experiments import learners, ray_runs
 from experiments.console import print_result
-from experiments.reproduce.config import EXPERIMENTS, FULL, QUICK, ReproduceConfig
+from experiments.reproduce.config import (
+    EXPERIMENTS, FULL, QUICK, TINY_FULL, TINY_QUICK, ReproduceConfig)
 from experiments.reproduce.sweep import ReproduceResult, reproduce
 
 
@@ -17,9 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The reproduce options (shared by ``sapo-env reproduce`` and ``python -m``)."""
     d = ReproduceConfig()
     parser.add_argument("--quick", action="store_true",
-                        help=f"a smoke test of under a minute: {QUICK['rounds']} rounds, "
-                             f"{QUICK['seeds']} seeds, {QUICK['held_out_questions']} held-out "
-                             "questions")
+                        help=f"a quick run: simulated learners, a smoke test of under a minute "
+                             f"({QUICK['rounds']} rounds, {QUICK['seeds']} seeds); tiny "
+                             f"learners, 8/0 against 4/4 ({TINY_QUICK['rounds']} rounds, "
+                             f"{TINY_QUICK['seeds']} seeds: make demo)")
     parser.add_argument("--protocol", choices=["paper", "fixed"], default=d.protocol,
                         help="paper: a node with J external groups answers 8 - J questions "
                              "(default); fixed: every node answers 8 whatever its J (the "
@@ -41,26 +43,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None,
                         help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
-                        help="subset to run, by label or slug: "
+                        help="subset to run, by label or slug (default all; tiny quick 8/0 4/4): "
                              + ", ".join(repr(e.label) for e in EXPERIMENTS))
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"seeds per configuration (default {FULL['seeds']}; quick "
                              f"{QUICK['seeds']})")
     parser.add_argument("--base-seed", type=int, default=d.base_seed, help="root seed")
     parser.add_argument("--rounds", type=int, default=None,
-                        help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']})")
+                        help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']}; "
+                             f"tiny {TINY_FULL['rounds']}; tiny quick {TINY_QUICK['rounds']})")
     parser.add_argument("--nodes", type=int, default=d.n_agents, help="nodes per swarm")
     parser.add_argument("--held-out-every", type=int, default=None,
                         help=f"rounds between held-out evaluations (default "
-                             f"{FULL['held_out_every']})")
+                             f"{FULL['held_out_every']}; tiny {TINY_FULL['held_out_every']})")
     parser.add_argument("--held-out-questions", type=int, default=None,
-                        help=f"held-out questions (default {FULL['held_out_questions']})")
+                        help=f"held-out questions (default {FULL['held_out_questions']}; tiny "
+                             f"{TINY_FULL['held_out_questions']})")
     parser.add_argument("--jobs", type=int, default=None,
                         help="parallel processes (default: one per CPU core; not with "
                              "--ray-address)")
     ray_runs.add_arguments(parser, gpus=True)
     parser.add_argument("--out", default=None,
-                        help="output folder (default out/reproduce, quick out/reproduce-quick)")
+                        help="output folder (default out/reproduce, quick out/reproduce-quick; "
+                             "tiny out/reproduce-tiny, tiny quick out/reproduce-tiny-quick)")
     parser.add_argument("--swarm", action="append", default=[], metavar="FIELD=VALUE",
                         help="a SwarmConfig field for every configuration, VALUE as JSON "
                              "(repeatable), e.g. --swarm answer_format='\"lenient\"'")

@@ -50,12 +50,31 @@ EXPERIMENTS: tuple[Experiment, ...] = (
 BY_LABEL = {e.label: e for e in EXPERIMENTS} | {e.slug: e for e in EXPERIMENTS}
 
 
+ALL_LABELS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)
+
 FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
-                        "held_out_questions": 64, "out": "out/reproduce"}
+                        "held_out_questions": 64, "out": "out/reproduce", "experiments": ALL_LABELS}
 """The sweep's settings where a field is left at None: the paper's 2000 rounds."""
 QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
-                         "held_out_questions": 16, "out": "out/reproduce-quick"}
+                         "held_out_questions": 16, "out": "out/reproduce-quick",
+                         "experiments": ALL_LABELS}
 """The same with ``quick=True``: a smoke test of the pipeline in under a minute."""
+TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
+                             "held_out_questions": 32, "out": "out/reproduce-tiny",
+                             "experiments": ALL_LABELS}
+"""The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
+(about 10 minutes a run on one core; 2000 rounds would take a day for 18 runs on 2 cores)."""
+TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 3, "held_out_every": 40,
+                              "held_out_questions": 16, "out": "out/reproduce-tiny-quick",
+                              "experiments": ("8/0", "4/4")}
+"""The tiny learner's quick run (``make demo``): 8/0 against 4/4 for 40 rounds, 3 seeds."""
+
+
+def presets(learner: Any, quick: bool) -> dict[str, Any]:
+    """The settings a field left at None takes, for this learner and ``quick``."""
+    if learner == "tiny":
+        return TINY_QUICK if quick else TINY_FULL
+    return QUICK if quick else FULL
 
 
 @dataclass(frozen=True)
@@ -63,7 +82,8 @@ class ReproduceConfig:
     """Settings of a reproduction sweep. ``quick=True`` changes the defaults marked (quick)."""
 
     out: str | Path | None = None
-    """Output folder (None: ``FULL`` or, quick, ``QUICK``)."""
+    """Output folder. Fields documented "None: ..." take their value from ``presets``: ``FULL``
+    or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``."""
     learner: Learner | AgentFactory = "sim"
     """Who plays the nodes: ``"sim"``, simulated learners (CPU, minutes; a surrogate whose
     sharing pays by construction); ``"tiny"``, tiny transformer specialists trained by GRPO
@@ -74,26 +94,27 @@ class ReproduceConfig:
     tasks and empty system prompt go into every configuration's swarm (``swarm`` overrides)."""
     model: str | None = None
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
-    experiments: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)
-    """Configurations to run, by label or slug (see ``EXPERIMENTS``)."""
+    experiments: tuple[str, ...] | None = None
+    """Configurations to run, by label or slug (see ``EXPERIMENTS``; None: all six, or
+    tiny quick 8/0 and 4/4)."""
     protocol: Protocol = "paper"
     """``"paper"``: a node with J external groups answers I = 8 - J questions (the paper's
     Section 5); ``"fixed"``: every node answers 8 questions whatever its J and trains on I of
     them (sapo-env's protocol before 0.2, kept for comparison). The oversampled control draws
     16 under both."""
     seeds: int | None = None
-    """Seeds per configuration (None: 3, quick 2). Seed k is the same across configurations,
+    """Seeds per configuration (None: 3, sim quick 2). Seed k is the same across configurations,
     so ratios to 8/0 are paired."""
     base_seed: int = 0
     """Root of every seed of the sweep."""
     rounds: int | None = None
-    """Rounds per run (None: 2000, quick 100)."""
+    """Rounds per run (None: 2000, quick 100; tiny 200, tiny quick 40)."""
     n_agents: int = 8
     """Nodes per swarm."""
     held_out_every: int | None = None
-    """Rounds between held-out evaluations (None: 100, quick 25)."""
+    """Rounds between held-out evaluations (None: 100, quick 25; tiny 50, tiny quick 40)."""
     held_out_questions: int | None = None
-    """Questions in the held-out set (None: 64, quick 16)."""
+    """Questions in the held-out set (None: 64, quick 16; tiny 32)."""
     jobs: int | None = None
     """Runs in parallel processes; None: one per CPU core."""
     ray: RayOptions | None = None
@@ -114,9 +135,10 @@ class ReproduceConfig:
     progress: bool = True
     """Show a progress bar over runs."""
     quick: bool = False
-    """A smoke test of under a minute (``QUICK``): fewer rounds, seeds and held-out
-    questions, for the fields left at None. Its table says it is too short to conclude
-    anything."""
+    """A quick run, for the fields left at None: with the simulated learner a smoke test of
+    under a minute (``QUICK``) whose table says it is too short to conclude anything; with the
+    tiny learner 8/0 against 4/4 for 40 rounds (``TINY_QUICK``, ``make demo``), whose table
+    says whether its seeds decide the difference."""
     grpo_max_new_tokens: int = 256
     """GRPO learner only: tokens generated per completion."""
     swarm: Mapping[str, Any] = field(default_factory=dict)
@@ -125,8 +147,8 @@ class ReproduceConfig:
     I, J, ``filter_local`` and ``external_source`` are the experiments' to set."""
 
     def __post_init__(self) -> None:
-        # fields left at None take the full or the quick sweep's value; given ones are kept
-        for name, value in (QUICK if self.quick else FULL).items():
+        # fields left at None take the learner's full or quick sweep's value; given ones are kept
+        for name, value in presets(self.learner, self.quick).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         if not callable(self.learner) and self.learner not in ("sim", "tiny", "grpo"):

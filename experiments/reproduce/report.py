@@ -145,22 +145,28 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
 
 def verdict(rows: Sequence[Row], config: ReproduceConfig) -> str:
     """What the table can and cannot say: which ratios to 8/0 are distinguishable from 1."""
-    if config.quick:
+    if config.quick and config.learner != "tiny":
         # 100 rounds is before the simulated nodes learn much at all (the full run's curves
         # rise from round ~250): any difference here is noise, whatever its interval says.
         return (f"**This is the quick run ({config.rounds} rounds x {seeds_text(config)}): a "
                 "smoke test of the pipeline, too short to conclude anything** about the "
                 "paper's 2000-round comparison. `sapo-env reproduce` runs the full sweep; its "
                 "results are in docs/reproduce/.")
+    text = []
+    if config.quick:
+        text.append(f"This is the quick run ({config.rounds} rounds x {seeds_text(config)}); "
+                    "`sapo-env reproduce --learner tiny` runs the full sweep, whose results "
+                    "are in docs/tiny-reproduce/.")
     compared = [r for r in rows if r.experiment != "8/0" and r.ratio is not None]
     if not compared:
-        return "No ratio to 8/0 in this run (8/0 was not run, or earned nothing)."
+        text.append("No ratio to 8/0 in this run (8/0 was not run, or earned nothing).")
+        return " ".join(text)
     if config.seeds < 2:
-        return ("**One seed: there is no confidence interval, so this table cannot tell a "
-                "difference from noise.** Run with `--seeds 3` or more.")
+        text.append("**One seed: there is no confidence interval, so this table cannot tell a "
+                    "difference from noise.** Run with `--seeds 3` or more.")
+        return " ".join(text)
     clear = [r for r in compared if r.ratio_ci is not None and abs(r.ratio - 1) > r.ratio_ci]
     unclear = [r for r in compared if r not in clear]
-    text = []
     if clear:
         text.append("Distinguishable from 8/0 (the ratio's 95% CI excludes 1): "
                     + ", ".join(f"{r.experiment} ({r.ratio:.2f})" for r in clear) + ".")

@@ -156,7 +156,7 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
     if config.learner == "tiny" and todo:
-        config.tiny.warm_starts()  # trained here once, not by every worker at the same time
+        config.tiny.warm_starts(jobs)  # trained once, not by every run at the same time
     # GPU models stay in one process (on Ray, each run reserves ray.gpus_per_run)
     run_all(compute, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
             config.progress, config.ray)
