@@ -103,20 +103,10 @@ class TinyLearners:
                 for s in self.specialties]
 
     def warm_starts(self, jobs: int = 1) -> list[Path]:
-        """Each specialty's warm-started model folder, read from the cache. Those not cached
-        yet are trained first, up to ``jobs`` at a time, each in a fresh process on
-        ``torch_threads`` threads (the weights depend on the thread count, not on the caller's
-        settings). Call it before starting runs in parallel, so that they do not train the
-        same one."""
-        from agents.tiny.warm_start import REPORT_FILE, cache_path
-
-        configs = self.warm_start_configs()
-        missing = [c for c in configs if not (cache_path(c) / REPORT_FILE).is_file()]
-        if missing:
-            with ProcessPoolExecutor(min(jobs, len(missing)),
-                                     mp_context=get_context("spawn")) as pool:
-                list(pool.map(_train_warm_start, missing, [self.torch_threads] * len(missing)))
-        return [cache_path(c) for c in configs]
+        """Each specialty's warm-started model folder (``warm_starts`` below, on
+        ``torch_threads`` threads). Call it before starting runs in parallel, so that they do
+        not train the same one."""
+        return warm_starts(self.warm_start_configs(), jobs, self.torch_threads)
 
     def swarm_settings(self) -> dict[str, Any]:
         """``SwarmConfig`` fields these nodes need: the specialties' tasks, and the empty
@@ -149,8 +139,24 @@ class TinyLearners:
         return batched_swarm(agents, names) if self.batched else agents
 
 
+def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None = 1
+                ) -> list[Path]:
+    """The folder of each tiny warm start of ``configs`` (``agents.tiny.WarmStartConfig``),
+    read from the cache. Those not cached yet are trained first, up to ``jobs`` at a time,
+    each in a fresh process on ``torch_threads`` threads (the weights depend on the thread
+    count, and this way not on the caller's settings)."""
+    from agents.tiny.warm_start import REPORT_FILE, cache_path
+
+    missing = list({cache_path(c): c for c in configs
+                    if not (cache_path(c) / REPORT_FILE).is_file()}.values())
+    if missing:
+        with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=get_context("spawn")) as pool:
+            list(pool.map(_train_warm_start, missing, [torch_threads] * len(missing)))
+    return [cache_path(c) for c in configs]
+
+
 def _train_warm_start(config: Any, torch_threads: int | None) -> Path:
-    """One warm start, in a worker process of ``TinyLearners.warm_starts``."""
+    """One warm start, in a worker process of ``warm_starts``."""
     import torch
 
     from agents.tiny.warm_start import warm_start

@@ -208,6 +208,27 @@ def test_quick_run_end_to_end(quick):
     assert np.all(quick.runs["isolated"][0]["informative_external"] == 0)
 
 
+def test_tiny_nodes_learn_from_a_tiny_demonstrator(tmp_path, monkeypatch, one_torch_thread):
+    """--learner tiny: untagged tiny nodes and a tiny demonstrator that tags some answers (a
+    language model that learns too, no script); the one that leaves acts on its own."""
+    from experiments.format_propagation import BY_NAME, TinyNodes
+
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
+    config = FormatConfig(quick=True, tiny=TinyNodes(warm_start_steps=2), out=tmp_path / "out",
+                          conditions=("demonstrator", "demonstrator-leaves"), rounds=2,
+                          progress=False, threads=1, jobs=1, tensorboard=False, plots=False)
+    assert config.max_new_tokens == 12
+    assert config.swarm_config(BY_NAME["demonstrator"]).system_prompt == ""
+    assert [c.tag_probability for c in config.tiny_warm_starts()] == [0.0, 0.5]
+    result = format_propagation(config)
+    demo = result.runs["LM + demonstrator"][0]
+    assert demo["reward"].shape == (2, 3)
+    assert np.all(np.isfinite(demo["learn_loss"][:, 2]))  # this demonstrator learns
+    leaves = result.runs["demonstrator leaves"][0]
+    assert leaves["meta"]["leave_round"] == 1
+    assert "tiny transformers (spell_backward)" in (tmp_path / "out" / "results.md").read_text()
+
+
 def test_resume_reuses_finished_runs_and_redoes_changed_ones(quick, monkeypatch):
     calls = []
     unsaved = SimpleNamespace(save=lambda: None)  # a run file that writes nothing

@@ -179,6 +179,7 @@ def test_model_config_errors_name_the_field(bad, field):
     (dict(target_accuracy={"spell_backward": 0.5}), "target_accuracy"),
     (dict(learning_rate=0.0), "learning_rate"), (dict(max_steps=2**20, batch_size=32),
                                                  "max_steps"),
+    (dict(tag_probability=1.5), "tag_probability"), (dict(tag_probability=0.0), "target_accuracy"),
 ])
 def test_warm_start_config_errors_name_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -220,6 +221,22 @@ def test_supervised_example_is_what_grpo_re_encodes(tok):
     assert example.prompt == encoded.prompt and [example.target] == encoded.completions
     ids, mask, labels = questions.collate([example], tok.pad_token_id)
     assert (labels >= 0).sum() == len(example.target) and mask.sum() == ids.shape[1]
+
+
+def test_untagged_targets_and_which_warm_starts_draw_them(tok):
+    """tag_probability: bare-answer targets; only a probability strictly inside (0, 1) draws
+    from the data stream, so always-tagged warm starts keep their draws and weights."""
+    from agents.tiny.warm_start import tag_draws
+
+    drawn = questions.evaluation_questions(SPELL, 1)[0]
+    bare = questions.supervised_example(tok, drawn, tagged=False)
+    assert tok.decode(bare.target, skip_special_tokens=True) == drawn.entry["answer"]
+    untouched, used = np.random.default_rng(0), np.random.default_rng(0)
+    assert tag_draws(1.0, untouched, 3) == [True] * 3 and tag_draws(0.0, untouched, 2) == [False] * 2
+    assert untouched.random() == np.random.default_rng(0).random()
+    mixed = tag_draws(0.5, used, 1000)
+    assert 400 < sum(mixed) < 600
+    assert cache_key(WarmStartConfig(tag_probability=0.5)) != cache_key(WarmStartConfig())
 
 
 def test_evaluation_scores_with_the_env_verifier(tok, monkeypatch):

@@ -120,6 +120,12 @@ class WarmStartConfig:
     accuracy 0.2 has both right and wrong answers 83% of the time). Measured on one core: a
     basic_arithmetic specialist reached 0.24 at step 600 (228 s), a spell_backward one 0.21
     at step 150 (75 s); a generalist on both had 0.11 and 0.82 at step 600 (337 s)."""
+    tag_probability: float = 1.0
+    """Probability that a training target wraps its answer in ``<answer>`` tags; the others
+    are the bare answer, which the strict verifier scores 0. 1: a node that earns reward; 0:
+    one that knows answers but never the format (set ``target_accuracy`` None, since it
+    reaches no reward); in between, a node whose groups mix both, so that the tag alone
+    separates reward 1 from 0 (``sapo-env format-propagation --learner tiny``)."""
     # --- optimisation ---
     max_steps: int = 600
     """Most optimizer steps (each on ``batch_size`` questions): ~3.5 minutes on one CPU core
@@ -168,6 +174,14 @@ class WarmStartConfig:
                              f"got {self.max_grad_norm!r}")
         if not isinstance(self.model, TinyModelConfig):
             raise ValueError(f"model must be a TinyModelConfig, got {self.model!r:.80}")
+        if isinstance(self.tag_probability, bool) or not isinstance(
+                self.tag_probability, (int, float)) or not 0 <= self.tag_probability <= 1:
+            raise ValueError(f"tag_probability must be a number in [0, 1], "
+                             f"got {self.tag_probability!r}")
+        if self.tag_probability == 0 and self.target_accuracy is not None:
+            raise ValueError("tag_probability 0 earns no reward under the strict verifier, so "
+                             "no target_accuracy is ever reached: set target_accuracy=None "
+                             "and train max_steps")
         targets = self.targets()  # validates target_accuracy
         if isinstance(self.target_accuracy, Mapping):
             object.__setattr__(self, "target_accuracy", dict(targets))

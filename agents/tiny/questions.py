@@ -81,13 +81,16 @@ class Example(NamedTuple):
     """A supervised example: the chat prompt's ids and the target completion's ids."""
 
     prompt: list[int]  #: the generation prompt under an empty system prompt
-    target: list[int]  #: ``<answer>{answer}</answer>`` and EOS
+    target: list[int]  #: ``<answer>{answer}</answer>`` (or the bare answer) and EOS
 
 
-def supervised_example(tokenizer: PreTrainedTokenizerBase, drawn: DrawnQuestion) -> Example:
-    """The prompt a node sees for the question and the completion it is rewarded for."""
+def supervised_example(tokenizer: PreTrainedTokenizerBase, drawn: DrawnQuestion,
+                       tagged: bool = True) -> Example:
+    """The prompt a node sees for the question and the completion it is rewarded for, or with
+    ``tagged=False`` the bare answer (which the env's strict verifier scores 0)."""
     prompt = chat_prompt_ids(tokenizer, "", drawn.question["prompt"])
-    text = f"<answer>{reference_answer(drawn.entry)}</answer>"
+    answer = reference_answer(drawn.entry)
+    text = f"<answer>{answer}</answer>" if tagged else answer
     target = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return Example(prompt, target)
 

@@ -101,7 +101,9 @@ def train(config: WarmStartConfig) -> tuple[LlamaForCausalLM, PreTrainedTokenize
     reached = False
     for step in range(1, config.max_steps + 1):
         drawn = draw_batch(streams, weights, data_rng, config.batch_size)
-        ids, mask, labels = collate([supervised_example(tokenizer, d) for d in drawn],
+        tagged = tag_draws(config.tag_probability, data_rng, len(drawn))
+        ids, mask, labels = collate([supervised_example(tokenizer, d, t)
+                                     for d, t in zip(drawn, tagged)],
                                     tokenizer.pad_token_id)
         model.train()
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -134,6 +136,15 @@ def train(config: WarmStartConfig) -> tuple[LlamaForCausalLM, PreTrainedTokenize
         "torch_threads": torch.get_num_threads(),
     }
     return model, tokenizer, report
+
+
+def tag_draws(tag_probability: float, rng: np.random.Generator, size: int) -> list[bool]:
+    """Which of ``size`` targets carry the tags. Only a probability strictly between 0 and 1
+    draws from ``rng``, so that always-tagged warm starts keep the draws they had before the
+    option existed (and their weights)."""
+    if tag_probability in (0, 1):
+        return [bool(tag_probability)] * size
+    return (rng.random(size) < tag_probability).tolist()
 
 
 # ------------------------------------------------------------------ cache

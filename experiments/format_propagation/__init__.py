@@ -1,5 +1,5 @@
 """Format propagation: does a swarm of small language models learn the ``<answer>`` format from
-each other's text? (Issue 11; the paper's Section 4.)
+each other's text? (The paper's Section 4.)
 
 The paper added a formatting reward early on and removed it: "experience sharing in SAPO made
 it unnecessary because knowledge about the correct formatting (expected by ReasoningGYM's
@@ -63,6 +63,7 @@ from experiments.format_propagation.config import (
     Condition,
     FormatConfig,
     RunSpec,
+    TinyNodes,
 )
 from experiments.format_propagation.metrics import (
     has_tag,
@@ -85,6 +86,7 @@ __all__ = [
     "FormatConfig",
     "FormatResult",
     "RunSpec",
+    "TinyNodes",
     "StopsPublishing",
     "build_agents",
     "format_propagation",

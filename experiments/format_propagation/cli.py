@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from experiments import ray_runs
 from experiments.console import print_result
-from experiments.format_propagation.config import CONDITIONS, FULL, QUICK, FormatConfig
+from experiments.format_propagation.config import (
+    CONDITIONS, FULL, QUICK, FormatConfig, TinyNodes)
 from experiments.format_propagation.sweep import FormatResult, format_propagation
 
 
@@ -27,16 +28,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add("--base-seed", type=int, default=d.base_seed, help="root seed")
     add("--out", default=None, help=f"output folder (default {FULL['out']}, quick "
                                     f"{QUICK['out']})")
+    add("--learner", choices=["smollm2", "tiny"], default="smollm2",
+        help="smollm2: SmolLM2 LoRA nodes and a scripted demonstrator (default); tiny: tiny "
+             "transformer nodes that never tag and a tiny demonstrator that tags some answers "
+             "(CPU, minutes)")
+    add("--tiny-task", default=TinyNodes().task,
+        help=f"tiny learner: the task of every node (default {TinyNodes().task})")
     add("--model", default=d.model, help="base model: hub id, path or smollm2-135m (offline)")
     add("--lm-nodes", type=int, default=d.lm_nodes, help="language-model nodes")
     add("--num-external", type=int, default=None,
         help="J of the LM nodes in the sharing conditions (default 4)")
     add("--lr", type=float, default=d.learning_rate, help="Adam learning rate of each adapter")
-    add("--max-new-tokens", type=int, default=d.max_new_tokens, help="longest completion")
+    add("--max-new-tokens", type=int, default=None,
+        help="longest completion (default 48; tiny 12)")
     add("--demo-accuracy", type=float, default=d.demo_accuracy,
         help="probability that a demonstrator answer is right")
     add("--demo-tag-probability", type=float, default=d.demo_tag_probability,
-        help="probability that a demonstrator answer is inside <answer> tags")
+        help="probability that a demonstrator answer is inside <answer> tags (tiny: of its "
+             "warm start's targets)")
     add("--leave-round", type=int, default=None,
         help="first round without the demonstrator in 'demonstrator-leaves' (default: half)")
     add("--jobs", type=int, default=None,
@@ -57,22 +66,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sapo-env format-propagation",
-        description="Does the <answer> format spread through a swarm of SmolLM2 LoRA nodes? "
-                    "Isolated, sharing, with a demonstrator, and the demonstrator leaving.")
+        description="Does the <answer> format spread through a swarm of SmolLM2 LoRA nodes "
+                    "(or tiny transformers)? Isolated, sharing, with a demonstrator, and the "
+                    "demonstrator leaving.")
     return add_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> FormatConfig:
     given = dict(
         quick=args.quick, base_seed=args.base_seed, model=args.model, lm_nodes=args.lm_nodes,
-        learning_rate=args.lr, max_new_tokens=args.max_new_tokens,
+        learning_rate=args.lr,
+        tiny=TinyNodes(task=args.tiny_task) if args.learner == "tiny" else None,
         demo_accuracy=args.demo_accuracy, demo_tag_probability=args.demo_tag_probability,
         jobs=args.jobs, threads=args.threads, device=args.device, resume=not args.no_resume,
         tensorboard=not args.no_tensorboard, plots=not args.no_plots,
         progress=not args.no_progress, ray=ray_runs.options_from_args(args))
     optional = {"conditions": tuple(args.conditions) if args.conditions else None,
                 "seeds": args.seeds, "rounds": args.rounds, "out": args.out,
-                "num_external": args.num_external, "leave_round": args.leave_round}
+                "num_external": args.num_external, "leave_round": args.leave_round,
+                "max_new_tokens": args.max_new_tokens}
     given |= {k: v for k, v in optional.items() if v is not None}
     return FormatConfig(**given)
 

@@ -51,6 +51,45 @@ SHORT_SYSTEM_PROMPT = ("Answer the question. Give only the final answer, inside 
 """A short prompt (reasoning-gym's default is ~80 tokens, read on every generated row) that
 still asks for the tag the strict verifier reads."""
 
+@dataclass(frozen=True)
+class TinyNodes:
+    """Tiny transformer nodes (``agents.tiny``, trained by GRPO on the CPU) in place of the
+    SmolLM2 LoRA nodes, and no script: every LM node is warm-started on ``task`` to write the
+    bare answer (it knows answers, never the format, so the strict verifier scores it 0), and
+    the demonstrator, in the conditions that have one, is a tiny node too, warm-started to put
+    ``FormatConfig.demo_tag_probability`` of its answers in tags. It learns from its own groups like
+    any node (J = 0), and its accuracy is what its warm start reached (``demo_accuracy`` does
+    not apply). Whatever spreads, spreads from one language model's text to the others'."""
+
+    task: str = "spell_backward"
+    """The task of every node (``agents.tiny.SPECIALIST_TASKS``): spelling, where a warm
+    start reaches ~0.5 in 200 steps, so that most groups of the demonstrator mix tagged right
+    answers with the rest."""
+    warm_start_steps: int = 200
+    """Supervised steps of each warm start (no accuracy target: untagged nodes earn none)."""
+
+    def __post_init__(self) -> None:
+        from agents.tiny.config import SPECIALIST_TASKS
+
+        if self.task not in SPECIALIST_TASKS:
+            raise ValueError(f"task must be one of {list(SPECIALIST_TASKS)}, got {self.task!r}")
+        check_int("warm_start_steps", self.warm_start_steps, 1)
+
+    def warm_start(self, tag_probability: float, max_new_tokens: int) -> Any:
+        """The warm start of a node that tags ``tag_probability`` of its answers."""
+        from agents.tiny.config import SPECIALIST_TASKS, WarmStartConfig
+
+        return WarmStartConfig(tasks=[SPECIALIST_TASKS[self.task]], target_accuracy=None,
+                               max_steps=self.warm_start_steps, tag_probability=tag_probability,
+                               max_new_tokens=max_new_tokens)
+
+    def task_specs(self) -> tuple[dict[str, Any], ...]:
+        from agents.tiny.config import SPECIALIST_TASKS
+
+        spec = SPECIALIST_TASKS[self.task]
+        return ({"name": spec.name, "weight": 1.0, "config": dict(spec.config)},)
+
+
 FULL: dict[str, Any] = {"rounds": 36, "seeds": 2, "out": "out/format-propagation"}
 """The sweep's settings where a field is left at None: 8 runs of 36 rounds at 35-50 s a round
 (one thread each, two at a time on 2 cores) take about 1.6-1.8 hours."""
@@ -77,6 +116,9 @@ class FormatConfig:
     """A smoke test (``QUICK``) for the fields left at None."""
 
     # --- swarm ---
+    tiny: TinyNodes | None = None
+    """Tiny transformer nodes instead of SmolLM2 LoRA ones, the demonstrator a tiny node too
+    (``--learner tiny``; see ``TinyNodes``). None: SmolLM2 and a scripted demonstrator."""
     model: str | ModelFactory = "smollm2-135m"
     """Base model of the LoRA swarm: a hub id, a path, ``"smollm2-135m"`` (offline), or a
     factory returning ``(model, tokenizer)``."""
@@ -113,8 +155,9 @@ class FormatConfig:
     repeated tokens (gradient norm 0.4 -> 13, no tags from round 24). At 3e-4 tag use reached
     78% at round 13, dipped to 31-72% in rounds 17-26 and came back to 88-91% (gradient norm
     0.3 -> ~2, so ``max_grad_norm=1`` binds from round 13)."""
-    max_new_tokens: int = 48
-    """Longest completion in tokens (a tagged one-number answer needs ~10)."""
+    max_new_tokens: int | None = None
+    """Longest completion in tokens (None: 48 for SmolLM2, whose tagged one-number answer
+    needs ~10; 12 for tiny nodes, whose tokens are characters)."""
     jobs: int | None = None
     """Runs at once, each in its own process (None: one per CPU core on a CPU, 1 on a GPU).
     On 2 cores two runs of one thread each do twice the work of one run on both: a generate
@@ -144,6 +187,10 @@ class FormatConfig:
         for name, value in (QUICK if self.quick else FULL).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
+        if self.max_new_tokens is None:
+            object.__setattr__(self, "max_new_tokens", 48 if self.tiny is None else 12)
+        if self.tiny is not None and not isinstance(self.tiny, TinyNodes):
+            raise ValueError(f"tiny must be a TinyNodes or None, got {self.tiny!r:.80}")
         unknown = [c for c in self.conditions if c not in BY_NAME]
         if unknown or not self.conditions:
             raise ValueError(f"conditions must be labels or slugs of {list(BY_NAME)}, "
@@ -189,15 +236,30 @@ class FormatConfig:
         J = self.external(condition)
         n = self.lm_nodes + condition.demonstrator
         num_external = {f"node_{i}": J if i < self.lm_nodes else 0 for i in range(n)}
+        # tiny nodes were warm-started under an empty system prompt, on their own task
+        tiny = self.tiny is not None
         return SwarmConfig(
-            n_agents=n, max_rounds=self.rounds, tasks=EASY_ARITHMETIC,
+            n_agents=n, max_rounds=self.rounds,
+            tasks=self.tiny.task_specs() if tiny else EASY_ARITHMETIC,
             questions_per_round=self.questions, completions_per_question=self.completions,
             train_budget=self.questions + J, num_external=num_external,
-            system_prompt=self.system_prompt, answer_format="tag",
+            system_prompt="" if tiny else self.system_prompt, answer_format="tag",
         )
+
+    def tiny_warm_starts(self) -> list[Any]:
+        """With tiny nodes: the warm start of the untagged nodes, then the demonstrator's if a
+        condition has one."""
+        if self.tiny is None:
+            return []
+        configs = [self.tiny.warm_start(0.0, self.max_new_tokens)]
+        if any(BY_NAME[c].demonstrator for c in self.conditions):
+            configs.append(self.tiny.warm_start(self.demo_tag_probability, self.max_new_tokens))
+        return configs
 
     def model_name(self) -> str:
         """The model as named in resume keys and tables."""
+        if self.tiny is not None:
+            return f"tiny transformers ({self.tiny.task})"
         if isinstance(self.model, str):
             return self.model
         return f"{self.model.__module__}:{getattr(self.model, '__qualname__', repr(self.model))}"

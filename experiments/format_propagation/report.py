@@ -75,13 +75,13 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
 def format_markdown(rows: Sequence[Row], config: FormatConfig) -> str:
     seeds = f"{config.seeds} seed{'s' if config.seeds != 1 else ''}"
     lines = [
-        f"LM nodes only ({config.lm_nodes} x {config.model_name()}, a LoRA swarm, lr "
-        f"{config.learning_rate:g}), {config.rounds} rounds, B={config.questions} questions of "
+        f"LM nodes only ({describe_nodes(config)}), {config.rounds} rounds, "
+        f"B={config.questions} questions of "
         f"L={config.completions} completions of at most {config.max_new_tokens} tokens; mean ± "
         f"95% CI over {seeds}. Tag use: share of completions with a non-empty "
         f"<answer></answer>; strict reward: the env's (tag required); lenient accuracy: "
-        f"answers read without requiring the tag. Demonstrator: accuracy "
-        f"{config.demo_accuracy:g}, tag probability {config.demo_tag_probability:g}; it leaves "
+        f"answers read without requiring the tag. Demonstrator: {describe_demonstrator(config)}; "
+        f"it leaves "
         f"(publishes nothing) from round {config.first_absent_round} in the last condition. "
         f"Rounds to {TARGET:.0%}: first round at which the LM nodes' mean tag use reached it, "
         "per seed (– never). Ext. informative: external groups with gradient in a node's "
@@ -103,8 +103,24 @@ def format_markdown(rows: Sequence[Row], config: FormatConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def describe_nodes(config: FormatConfig) -> str:
+    if config.tiny is not None:
+        return (f"{config.lm_nodes} x {config.model_name()}, warm-started to write bare "
+                f"answers, full fine-tuning, lr {config.learning_rate:g}")
+    return f"{config.lm_nodes} x {config.model_name()}, a LoRA swarm, lr {config.learning_rate:g}"
+
+
+def describe_demonstrator(config: FormatConfig) -> str:
+    if config.tiny is not None:
+        return (f"a tiny node like the others, warm-started to tag "
+                f"{config.demo_tag_probability:g} of its answers, trained by GRPO on its own "
+                "groups")
+    return (f"scripted, accuracy {config.demo_accuracy:g}, tag probability "
+            f"{config.demo_tag_probability:g}")
+
+
 def verdict(rows: Sequence[Row], config: FormatConfig) -> str:
-    """The issue's goal, checked against the table."""
+    """What the table shows, checked against what the experiment looks for."""
     if config.quick:
         return (f"**Quick run ({config.rounds} rounds): a smoke test of the pipeline, too short "
                 "to conclude anything.**")
@@ -131,7 +147,7 @@ def verdict(rows: Sequence[Row], config: FormatConfig) -> str:
     if leaves is not None:
         checks.append(f"after the demonstrator left, tag use over the last {LAST} rounds above "
                       f"{TARGET:.0%}: {'yes' if leaves.tag_last[0] > TARGET else 'no'}")
-    return "Goal (issue 11): " + "; ".join(checks) + "." if checks else ""
+    return "Checked against the table: " + "; ".join(checks) + "." if checks else ""
 
 
 def plot_figure(config: FormatConfig, runs: dict[str, list[dict[str, Any]]]) -> Path:
@@ -161,7 +177,7 @@ def plot_figure(config: FormatConfig, runs: dict[str, list[dict[str, Any]]]) -> 
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"Format propagation: {config.lm_nodes} x {config.model_name()} LoRA nodes "
+    fig.suptitle(f"Format propagation: {describe_nodes(config)} "
                  f"(mean over nodes and {config.seeds} seed(s); dotted: demonstrator leaves)",
                  fontsize=10)
     fig.tight_layout()

@@ -49,8 +49,10 @@ class StopsPublishing:
 
 def build_agents(config: FormatConfig, condition: Condition, seed: np.random.SeedSequence
                  ) -> list[Any]:
-    """The LM nodes (one LoRA swarm on one base) and, where the condition has one, the
-    demonstrator as the last node."""
+    """The LM nodes (one LoRA swarm on one base, or tiny nodes) and, where the condition has
+    one, the demonstrator as the last node."""
+    if config.tiny is not None:
+        return tiny_agents(config, condition, seed)
     from agents import DemonstratorAgent, GRPOConfig
     from agents.lora import lora_swarm
 
@@ -69,6 +71,38 @@ def build_agents(config: FormatConfig, condition: Condition, seed: np.random.See
             demo = StopsPublishing(demo, config.first_absent_round)
         nodes.append(demo)
     return nodes
+
+
+def tiny_agents(config: FormatConfig, condition: Condition, seed: np.random.SeedSequence
+                ) -> list[Any]:
+    """Tiny GRPO nodes warm-started to write bare answers and, where the condition has one, a
+    tiny demonstrator warm-started to tag some of its answers (``TinyNodes``); they act and
+    learn as one batched swarm, except a demonstrator that leaves, which acts on its own."""
+    import transformers
+
+    from agents import GRPOAgent, GRPOConfig
+    from agents.tiny.batched import batched_swarm
+    from agents.tiny.warm_start import load_tiny, warm_start
+
+    grpo = GRPOConfig(max_new_tokens=config.max_new_tokens, learning_rate=config.learning_rate,
+                      gradient_checkpointing=False, device=config.device,
+                      torch_threads=config.threads)
+    transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per node
+    folders = [warm_start(c) for c in config.tiny_warm_starts()]
+    streams = seed.spawn(config.lm_nodes + 1)
+    nodes: list[Any] = []
+    for stream in streams[:config.lm_nodes]:
+        model, tokenizer = load_tiny(folders[0])
+        nodes.append(GRPOAgent(model, tokenizer, grpo, num_external=config.external(condition),
+                               seed=stream))
+    names = [f"node_{i}" for i in range(config.lm_nodes + condition.demonstrator)]
+    if not condition.demonstrator:
+        return batched_swarm(nodes, names)
+    model, tokenizer = load_tiny(folders[1])
+    demo = GRPOAgent(model, tokenizer, grpo, num_external=0, seed=streams[-1])
+    if condition.leaves:
+        return [*batched_swarm(nodes, names[:-1]), StopsPublishing(demo, config.first_absent_round)]
+    return batched_swarm([*nodes, demo], names)
 
 
 class FormatBoard(TensorBoardCallback):

@@ -14,6 +14,7 @@ from typing import Any
 from experiments.format_propagation.config import FormatConfig, RunSpec
 from experiments.format_propagation.report import Row, format_markdown, plot_figure, summarise
 from experiments.format_propagation.run import compute, finished
+from experiments.learners import warm_starts
 from experiments.run_files import load_run, run_all, write_summary
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
     if len(todo) < len(specs):
         logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = 1 if config.ray else min(jobs_for(config), max(len(todo), 1))
+    if todo and config.tiny is not None:  # trained once, not by every run at the same time
+        warm_starts(config.tiny_warm_starts(), jobs)
     if config.ray or jobs > 1:
         # one thread per core a run has (its task's cpus_per_run, its process's share) unless
         # told otherwise: each keeps its cores busy. A Ray task draws no bar of rounds
