@@ -232,7 +232,8 @@ def test_untagged_targets_and_which_warm_starts_draw_them(tok):
     bare = questions.supervised_example(tok, drawn, tagged=False)
     assert tok.decode(bare.target, skip_special_tokens=True) == drawn.entry["answer"]
     untouched, used = np.random.default_rng(0), np.random.default_rng(0)
-    assert tag_draws(1.0, untouched, 3) == [True] * 3 and tag_draws(0.0, untouched, 2) == [False] * 2
+    assert tag_draws(1.0, untouched, 3) == [True] * 3
+    assert tag_draws(0.0, untouched, 2) == [False] * 2
     assert untouched.random() == np.random.default_rng(0).random()
     mixed = tag_draws(0.5, used, 1000)
     assert 400 < sum(mixed) < 600

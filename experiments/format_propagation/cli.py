@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 from experiments import ray_runs
 from experiments.console import print_result
-from experiments.format_propagation.config import (
-    CONDITIONS, FULL, QUICK, FormatConfig, TinyNodes)
+from experiments.format_propagation.config import CONDITIONS, FULL, QUICK, FormatConfig, TinyNodes
 from experiments.format_propagation.sweep import FormatResult, format_propagation
 
 

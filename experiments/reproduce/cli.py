@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from experiments import learners, ray_runs
 from experiments.console import print_result
 from experiments.reproduce.config import (
-    EXPERIMENTS, FULL, QUICK, TINY_FULL, TINY_QUICK, ReproduceConfig)
+    EXPERIMENTS,
+    FULL,
+    QUICK,
+    TINY_FULL,
+    TINY_QUICK,
+    ReproduceConfig,
+)
 from experiments.reproduce.sweep import ReproduceResult, reproduce
 
 
