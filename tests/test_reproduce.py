@@ -244,3 +244,4 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     assert "tiny transformer specialists" in text
     assert "## Per seed" in text and "## What the specialists knew" in text
     assert "basic_arithmetic nodes on spell_backward" in text
+    assert "## The GRPO steps" in text and "| 4/4 | " in text.split("## The GRPO steps")[1]

@@ -14,15 +14,17 @@ mean reward) under each seed and its difference to 8/0, then says whether the se
 Saves ``isolation_vs_sharing.png``: the swarm's reward, moving average, with the min/max band
 over nodes (the paper's Figure 2), under the first seed.
 
-What it shows at its defaults (40 rounds, seed 0), the same runs as ``make demo``'s seed 0:
-8/0 8.0, 4/4 7.4: sharing costs these learners reward, the opposite of the paper's +94%.
-One seed decides nothing; ``--seeds 3`` (or ``make demo``, 3 seeds) finds 4/4 below 8/0 under
-every seed, and the 200-round sweep in docs/tiny-reproduce/ says why: others' text is off
-the receiving node's policy, its gradients are larger and the clip binds more often.
+What it shows at its defaults (40 rounds, seed 0; 8/0 and 4/4 are the same runs as
+``make demo``'s seed 0): 8/0 7.98, the control 8.00, 4/4 7.35. Sharing costs these learners
+reward, the opposite of the paper's +94%, and filtering alone changes nothing. One seed
+decides nothing; ``make demo`` (3 seeds) finds 4/4 below 8/0 under every seed, and the
+200-round sweep in docs/tiny-reproduce/ says why: others' text is off the receiving node's
+policy, so its gradients are larger and the norm clip binds more often.
 
-Time: about 2 minutes per setting and seed on one core (the control generates twice as much,
-so longer); the first run also warm-starts the two specialists, about 4 minutes, cached in
-``~/.cache/sapo-env``. Needs torch and transformers: ``pip install -e ".[lm,plot]"``.
+Time: 205-358 s per setting at the defaults, measured on a 2-core machine busy with other runs
+(the control generates twice as much, so it is the slowest); the first run also warm-starts
+the two specialists, about 4 minutes, cached in ``~/.cache/sapo-env``. Needs torch and
+transformers: ``pip install -e ".[lm,plot]"``.
 
 Run:  python examples/classroom/02_isolation_vs_sharing.py [--rounds 40] [--seeds 1]
       [--warm-start-steps 600]

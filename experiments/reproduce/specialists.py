@@ -1,5 +1,6 @@
-"""What a sweep of specialists says beyond the main table: per-seed values, and what each kind
-of specialist knew of each task before and after training (the knowledge that moved).
+"""What a sweep of specialists says beyond the main table: per-seed values, what each kind of
+specialist knew of each task before and after training (the knowledge that moved), and what
+its GRPO steps looked like.
 
 Used for the tiny learner (``learner="tiny"``), whose node ``i`` specialises in
 ``config.tiny.specialties[i % k]``; the per-seed table serves any learner.
@@ -65,6 +66,25 @@ def knowledge_table(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]
     return "\n".join(lines) + "\n"
 
 
+def steps_table(runs: dict[str, list[dict[str, Any]]], max_grad_norm: float | None) -> str:
+    """What the GRPO steps looked like, per node-round, mean ± 95% CI over seeds: groups that
+    carried gradient, the gradient norm before clipping, and how often the norm clip bound."""
+    lines = ["| configuration | groups with gradient (of 8) | gradient norm before clipping "
+             "| steps where the norm clip bound |", "| --- | ---: | ---: | ---: |"]
+    for label, rs in runs.items():
+        groups = [float(np.nanmean(r["learn_groups"])) for r in rs]
+        norms = [float(np.nanmean(r["learn_grad_norm"])) for r in rs]
+        cells = [format_value(*mean_ci(groups), 2), format_value(*mean_ci(norms), 2)]
+        if max_grad_norm is None:
+            cells.append("– (no clip)")
+        else:
+            bound = [float(np.nanmean(r["learn_grad_norm"][np.isfinite(r["learn_grad_norm"])]
+                                      > max_grad_norm)) for r in rs]
+            cells.append(format_value(*mean_ci(bound), 2))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def specialist_markdown(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> str:
     """The sections appended to results.md: per-seed values, and for specialists the
     knowledge table."""
@@ -77,4 +97,10 @@ def specialist_markdown(config: ReproduceConfig, runs: dict[str, list[dict[str, 
             "mean over the nodes of that kind). A specialist's accuracy on the other's task "
             "can rise only from what it reads in the pool, or from what transfers within its "
             "own model.\n\n" + knowledge_table(config, runs))
+        text += (
+            "\n## The GRPO steps\n\nPer node and round (mean ± 95% CI over seeds): groups "
+            "in the training set whose advantages are not all zero, the gradient norm before "
+            "clipping, and the share of steps whose norm exceeded the clip "
+            f"(max_grad_norm {config.tiny.max_grad_norm}), which then sets the step's "
+            "length.\n\n" + steps_table(runs, config.tiny.max_grad_norm))
     return text
