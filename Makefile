@@ -36,7 +36,7 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/sapo-env reproduce --learner tiny --quick
 	@echo
 	@echo "Beside it, the full sweep committed in $(FULL_TINY_RUN) (200 rounds x 3 seeds):"
-	@sed -n '/^| configuration/,/^$$/p' $(FULL_TINY_RUN)
+	@awk '/^## What the specialists knew/{exit} /^\| configuration/{p=1} p' $(FULL_TINY_RUN)
 	@echo "Quick run: out/reproduce-tiny-quick/ (results.md, *.png); TensorBoard:" \
 	      "$(VENV)/bin/tensorboard --logdir out/reproduce-tiny-quick/tensorboard"
 
