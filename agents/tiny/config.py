@@ -29,7 +29,7 @@ from sapo_env.validation import check_int
 
 @dataclass(frozen=True)
 class TinyModelConfig:
-    """The shape of a tiny Llama; defaults are the measured warm-start learner's (issue 21)."""
+    """The shape of a tiny Llama; its defaults are the ones whose warm starts were measured."""
 
     hidden_size: int = 128
     """Width of the residual stream (the token embedding size)."""
