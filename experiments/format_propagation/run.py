@@ -82,13 +82,14 @@ def tiny_agents(config: FormatConfig, condition: Condition, seed: np.random.Seed
 
     from agents import GRPOAgent, GRPOConfig
     from agents.tiny.batched import batched_swarm
-    from agents.tiny.warm_start import load_tiny, warm_start
+    from agents.tiny.warm_start import load_tiny
+    from experiments.learners import warm_starts
 
     grpo = GRPOConfig(max_new_tokens=config.max_new_tokens, learning_rate=config.learning_rate,
                       gradient_checkpointing=False, device=config.device,
                       torch_threads=config.threads)
     transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per node
-    folders = [warm_start(c) for c in config.tiny_warm_starts()]
+    folders = warm_starts(config.tiny_warm_starts())  # cached by the sweep, else one thread
     streams = seed.spawn(config.lm_nodes + 1)
     nodes: list[Any] = []
     for stream in streams[:config.lm_nodes]:
