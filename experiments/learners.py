@@ -119,23 +119,14 @@ class TinyLearners:
 
     def __call__(self, names: Sequence[str], num_external: int,
                  seed: np.random.SeedSequence) -> list:
-        import transformers
-
-        from agents import GRPOAgent, GRPOConfig
+        from agents import GRPOConfig
         from agents.tiny.batched import batched_swarm
-        from agents.tiny.warm_start import load_tiny
+        from agents.tiny.warm_start import tiny_nodes
 
         config = GRPOConfig(max_new_tokens=self.max_new_tokens, learning_rate=self.learning_rate,
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
                             torch_threads=self.torch_threads)
-        folders = self.warm_starts()
-        # a run's log shows rounds, not the "Loading weights" bar of each of its 8 models
-        transformers.utils.logging.disable_progress_bar()
-        agents = []
-        for i, stream in enumerate(seed.spawn(len(names))):
-            model, tokenizer = load_tiny(folders[i % len(folders)])
-            agents.append(GRPOAgent(model, tokenizer, config, num_external=num_external,
-                                    seed=stream))
+        agents = tiny_nodes(self.warm_starts(), config, num_external, seed.spawn(len(names)))
         return batched_swarm(agents, names) if self.batched else agents
 
 

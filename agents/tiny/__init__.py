@@ -5,7 +5,8 @@
 - ``model``: :class:`TinyModelConfig` and :func:`tiny_model`, a plain Llama from a seed.
 - ``questions``, ``evaluation``, ``warm_start``: :class:`WarmStartConfig`,
   :func:`warm_start` (supervised training on reasoning-gym tasks until a target accuracy,
-  cached on disk), :func:`load_tiny` and :func:`read_report`; ``SPECIALIST_TASKS``.
+  cached on disk), :func:`load_tiny`, :func:`tiny_nodes` (GRPO nodes from warm starts) and
+  :func:`read_report`; ``SPECIALIST_TASKS``.
 - ``grouped_llama``, ``batched``: :func:`batched_swarm`, many such nodes in one forward pass.
 
 Names are imported on first use, so importing one module loads no other. The function
@@ -35,6 +36,7 @@ _LAZY = {
     "WarmStartConfig": "agents.tiny.config",
     "load_tiny": "agents.tiny.warm_start",
     "read_report": "agents.tiny.warm_start",
+    "tiny_nodes": "agents.tiny.warm_start",
     "batched_swarm": "agents.tiny.batched",
 }
 

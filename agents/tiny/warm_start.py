@@ -39,12 +39,14 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 from agents.models import cache_dir as default_cache_dir
 from agents.tiny.config import SPECIALIST_TASKS, TinyModelConfig, WarmStartConfig
@@ -199,6 +201,25 @@ def load_tiny(path: str | os.PathLike) -> tuple[LlamaForCausalLM, PreTrainedToke
     path = Path(path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no saved model in {path} (expected config.json there)")
-    model = AutoModelForCausalLM.from_pretrained(path)
+    # quietly: a swarm loads one model per node, and its log should show rounds, not a
+    # "Loading weights" bar per node
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
     return model.eval(), tokenizer
+
+
+def tiny_nodes(folders: Sequence[str | os.PathLike], config: Any, num_external: int,
+               seeds: Sequence[np.random.SeedSequence]) -> list[Any]:
+    """One ``GRPOAgent`` per seed, node ``i`` loaded from ``folders[i % len(folders)]`` (warm
+    starts dealt round-robin, as specialists), each trained with ``config`` (a
+    ``GRPOConfig``) and asking for ``num_external`` external groups."""
+    from agents.grpo import GRPOAgent
+
+    return [GRPOAgent(*load_tiny(folders[i % len(folders)]), config,
+                      num_external=num_external, seed=seed) for i, seed in enumerate(seeds)]

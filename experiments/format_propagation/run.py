@@ -78,29 +78,21 @@ def tiny_agents(config: FormatConfig, condition: Condition, seed: np.random.Seed
     """Tiny GRPO nodes warm-started to write bare answers and, where the condition has one, a
     tiny demonstrator warm-started to tag some of its answers (``TinyNodes``); they act and
     learn as one batched swarm, except a demonstrator that leaves, which acts on its own."""
-    import transformers
-
-    from agents import GRPOAgent, GRPOConfig
+    from agents import GRPOConfig
     from agents.tiny.batched import batched_swarm
-    from agents.tiny.warm_start import load_tiny
+    from agents.tiny.warm_start import tiny_nodes
     from experiments.learners import warm_starts
 
     grpo = GRPOConfig(max_new_tokens=config.max_new_tokens, learning_rate=config.learning_rate,
                       gradient_checkpointing=False, device=config.device,
                       torch_threads=config.threads)
-    transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per node
     folders = warm_starts(config.tiny_warm_starts())  # cached by the sweep, else one thread
     streams = seed.spawn(config.lm_nodes + 1)
-    nodes: list[Any] = []
-    for stream in streams[:config.lm_nodes]:
-        model, tokenizer = load_tiny(folders[0])
-        nodes.append(GRPOAgent(model, tokenizer, grpo, num_external=config.external(condition),
-                               seed=stream))
+    nodes = tiny_nodes(folders[:1], grpo, config.external(condition), streams[:config.lm_nodes])
     names = [f"node_{i}" for i in range(config.lm_nodes + condition.demonstrator)]
     if not condition.demonstrator:
         return batched_swarm(nodes, names)
-    model, tokenizer = load_tiny(folders[1])
-    demo = GRPOAgent(model, tokenizer, grpo, num_external=0, seed=streams[-1])
+    demo = tiny_nodes(folders[1:], grpo, 0, streams[-1:])[0]
     if condition.leaves:
         return [*batched_swarm(nodes, names[:-1]), StopsPublishing(demo, config.first_absent_round)]
     return batched_swarm([*nodes, demo], names)
