@@ -58,6 +58,7 @@ from sapo_env.actions import ParsedAction, parse_actions
 from sapo_env.adversaries import tamper
 from sapo_env.answers import get_extractor
 from sapo_env.config import SwarmConfig
+from sapo_env.packet_schema import admit
 from sapo_env.packets import PacketVerifier
 from sapo_env.pool import SharedPool
 from sapo_env.render import round_table
@@ -271,17 +272,19 @@ class SwarmEnv(ParallelEnv):
 
     def _publish(self, groups: dict[str, list[Group]], parsed: dict[str, ParsedAction]
                  ) -> Counter:
-        """Send the shared groups (forged on the way by adversaries), keep those that pass
-        verification, add them to the pool; the rejected groups counted by source."""
+        """Send the shared groups (forged on the way by adversaries), keep those that pass the
+        packet schema and verification, add them to the pool; the rejected groups counted by
+        source."""
         c = self.config
         # a late node's groups older than the pool window are not shared (infos count them)
         built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
                  if s and self._pool.in_window(g["round"], self.round)]
-        sent = tamper(built, c.adversaries, self._extract, c.advantage_eps)
-        rejected: Counter = Counter()
+        sent, rejected = admit(tamper(built, c.adversaries, self._extract, c.advantage_eps),
+                               built, self.round, c)
         if self._verifier is not None:
             staying = [g for g in self._pool.groups if self._pool.in_window(g["round"], self.round)]
-            sent, rejected = self._verifier.screen(sent, trusted=built, already=staying)
+            sent, failed = self._verifier.screen(sent, trusted=built, already=staying)
+            rejected += failed
         self._pool.publish(self.round, sent)
         return rejected
 

@@ -1,0 +1,171 @@
+"""The packet schema: any value received as a group becomes a typed ``Group`` or a reason.
+
+A packet comes from another machine, so nothing about it is assumed: not its type, not the
+types of its fields, not their sizes. :func:`parse_packet` is the one place that looks at a
+received value; everything after it (the verifier, the pool, the reputation sampler, the
+agents) sees only what it returns:
+
+- a mapping with exactly the fields of :class:`sapo_env.types.Group` (no ``local``, which only
+  the env sets inside a node's batch);
+- ``id``, ``source``, ``task``, ``question``, ``system_prompt``, ``answer``: plain ``str``
+  (not a subclass, whose ``len`` or ``==`` could lie), within ``MAX_FIELD_CHARS``;
+- ``ref``: ``{task, config, seed, index}``, the task a ``str``, the config JSON data, seed and
+  index integers in the env's range;
+- ``completions``: a list or tuple of exactly L plain strings, each within the swarm's
+  ``max_completion_chars``;
+- ``rewards``, ``advantages``: L finite numbers each (a sequence or a 1-d array, not a 0-d
+  one, not strings);
+- ``round``: whatever the sender claims is replaced by the round the packet arrived in (the
+  receiver's clock, not the sender's).
+
+What it returns is a fresh copy: plain ``str`` fields, a ``tuple`` of completions, read-only
+``float32`` arrays and a ``ref`` of plain types, so no object of the sender's survives into
+the swarm. A value that fails gets ``"malformed"`` (a field of the wrong type or shape) or
+``"oversized"`` (a string beyond its bound), never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.types import Group
+
+SCHEMA_REASONS = ("malformed", "oversized")
+MAX_FIELD_CHARS = 1 << 16
+"""Longest ``id``, ``source``, ``task``, ``question``, ``system_prompt`` or ``answer`` a packet
+may carry (the swarm's own are far shorter; the verifier then compares them exactly)."""
+MAX_SEED = 2**62  # the env's question seeds stay below it (sapo_env.tasks)
+_TEXT_FIELDS = ("id", "source", "task", "question", "system_prompt", "answer")
+GROUP_FIELDS = frozenset(_TEXT_FIELDS + ("round", "ref", "completions", "rewards",
+                                         "advantages"))
+_REF_FIELDS = frozenset(("task", "config", "seed", "index"))
+
+
+def admit(sent: Sequence[Any], built: Sequence[Group], round_: int, config: SwarmConfig
+          ) -> tuple[list[Group], Counter]:
+    """The packets of a round as received: the env's own groups (``built``, by identity)
+    unchanged, every other value through :func:`parse_packet`; the rejected ones counted by
+    the source they claim (``"?"`` when they claim none that is a string)."""
+    own = {id(g) for g in built}
+    admitted: list[Group] = []
+    rejected: Counter = Counter()
+    for value in sent:
+        if id(value) in own:
+            admitted.append(value)
+            continue
+        group = parse_packet(value, round_, config.completions_per_question,
+                             config.max_completion_chars)
+        if isinstance(group, str):
+            rejected[claimed_source(value)] += 1
+        else:
+            admitted.append(group)
+    return admitted, rejected
+
+
+def claimed_source(value: Any) -> str:
+    """The ``source`` a received value claims, if it is a plain string, else ``"?"``."""
+    try:
+        source = value["source"]
+    except Exception:  # noqa: BLE001 (whatever a hostile value raises)
+        return "?"
+    return source if type(source) is str and len(source) <= MAX_FIELD_CHARS else "?"
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def parse_packet(value: Any, round_: int, completions_per_question: int,
+                 max_completion_chars: int) -> Group | str:
+    """``value`` as a validated ``Group`` stamped with ``round_``, or the reason
+    (``"malformed"`` or ``"oversized"``) it is rejected."""
+    try:
+        return _parse(value, round_, completions_per_question, max_completion_chars)
+    except _Rejected as rejected:
+        return rejected.reason
+    except Exception:  # noqa: BLE001 (a hostile mapping or sequence may raise anything)
+        return "malformed"
+
+
+def _parse(value: Any, round_: int, length: int, max_chars: int) -> Group:
+    if type(value) is not dict and not isinstance(value, Mapping):
+        raise _Rejected("malformed")
+    if set(value.keys()) != GROUP_FIELDS:
+        raise _Rejected("malformed")
+    text = {k: _text(value[k], MAX_FIELD_CHARS) for k in _TEXT_FIELDS}
+    completions = value["completions"]
+    if type(completions) not in (list, tuple) or len(completions) != length:
+        raise _Rejected("malformed")
+    return {
+        **text,  # type: ignore[typeddict-item]
+        "round": round_,
+        "ref": _ref(value["ref"]),
+        "completions": tuple(_text(c, max_chars) for c in completions),
+        "rewards": _floats(value["rewards"], length),
+        "advantages": _floats(value["advantages"], length),
+    }
+
+
+def _text(value: Any, limit: int) -> str:
+    if type(value) is not str:
+        raise _Rejected("malformed")
+    if len(value) > limit:
+        raise _Rejected("oversized")
+    return value
+
+
+def _int(value: Any, top: int) -> int:
+    if type(value) is not int and not isinstance(value, np.integer):
+        raise _Rejected("malformed")
+    if not 0 <= value < top:
+        raise _Rejected("malformed")
+    return int(value)
+
+
+def _ref(value: Any) -> dict[str, Any]:
+    if type(value) is not dict and not isinstance(value, Mapping):
+        raise _Rejected("malformed")
+    if set(value.keys()) != _REF_FIELDS:
+        raise _Rejected("malformed")
+    config = value["config"]
+    if not isinstance(config, Mapping):
+        raise _Rejected("malformed")
+    try:  # a fresh copy of plain JSON data, or nothing
+        text = json.dumps(dict(config), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        raise _Rejected("malformed") from None
+    if len(text) > MAX_FIELD_CHARS:
+        raise _Rejected("oversized")
+    return {"task": _text(value["task"], MAX_FIELD_CHARS), "config": json.loads(text),
+            "seed": _int(value["seed"], MAX_SEED),
+            "index": _int(value["index"], MAX_QUESTIONS_PER_STREAM)}
+
+
+def _floats(value: Any, length: int) -> np.ndarray:
+    """``length`` finite numbers as a read-only float32 array."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or value.dtype.kind not in "iuf":
+            raise _Rejected("malformed")
+        items = value
+    elif type(value) in (list, tuple):
+        if not all(type(v) in (int, float) or isinstance(v, (np.integer, np.floating))
+                   for v in value):
+            raise _Rejected("malformed")
+        items = value
+    else:
+        raise _Rejected("malformed")
+    if len(items) != length:
+        raise _Rejected("malformed")
+    array = np.array(items, dtype=np.float64)
+    if not np.isfinite(array).all():
+        raise _Rejected("malformed")
+    out = array.astype(np.float32)
+    out.flags.writeable = False
+    return out

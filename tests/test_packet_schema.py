@@ -1,0 +1,151 @@
+"""The packet schema: any received value becomes a typed group or a counted reason, never an
+exception, and the env keeps stepping whatever a hostile sender puts on the wire."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sapo_env
+from sapo_env import adversaries
+from sapo_env.packet_schema import GROUP_FIELDS, admit, parse_packet
+
+L = 8
+
+
+@pytest.fixture(scope="module")
+def honest_group():
+    env = sapo_env.parallel_env(n=2, max_rounds=3)
+    observations, _ = env.reset(seed=0)
+    actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
+                   "num_external": 0} for a, o in observations.items()}
+    observations, *_ = env.step(actions)
+    return dict(observations["node_0"]["pool"][0])
+
+
+def _parse(value, round_=5):
+    return parse_packet(value, round_, L, 16384)
+
+
+def test_an_honest_group_passes_as_a_fresh_typed_copy_stamped_with_the_arrival_round(
+        honest_group):
+    parsed = _parse(honest_group, round_=7)
+    assert isinstance(parsed, dict) and set(parsed) == GROUP_FIELDS
+    assert parsed["round"] == 7  # the receiver's clock, not the sender's
+    assert parsed["completions"] == tuple(honest_group["completions"])
+    assert parsed["rewards"].dtype == np.float32 and not parsed["rewards"].flags.writeable
+    assert np.array_equal(parsed["rewards"], honest_group["rewards"])
+    assert parsed["ref"] == honest_group["ref"] and parsed["ref"] is not honest_group["ref"]
+
+
+class _LyingStr(str):
+    def __len__(self):
+        return 1
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("round", "7", None),  # any claimed round is replaced, so a string does no harm
+    ("round", None, None),
+    ("round", 10**9, None),
+    ("rewards", [1.0] * L, None),  # a list of floats is fine
+    ("rewards", [float("nan")] * L, "malformed"),
+    ("rewards", [float("inf")] * L, "malformed"),
+    ("rewards", ["1"] * L, "malformed"),
+    ("rewards", [True] * L, "malformed"),
+    ("rewards", np.float32(1.0), "malformed"),  # 0-d
+    ("rewards", np.ones((2, 4), np.float32), "malformed"),
+    ("rewards", np.ones(L - 1, np.float32), "malformed"),
+    ("advantages", "01234567", "malformed"),
+    ("source", ["node_0"], "malformed"),
+    ("source", _LyingStr("node_0"), "malformed"),  # a str subclass is not a str
+    ("question", np.array(["q"]), "malformed"),
+    ("answer", np.array("42"), "malformed"),
+    ("task", None, "malformed"),
+    ("system_prompt", 3, "malformed"),
+    ("completions", "x" * L, "malformed"),
+    ("completions", ("x",) * (L + 1), "malformed"),
+    ("completions", ("x" * 16385,) + ("x",) * (L - 1), "oversized"),
+    ("completions", (_LyingStr("x" * 10**6),) + ("x",) * (L - 1), "malformed"),
+    ("completions", np.array(["x"] * L), "malformed"),
+    ("question", "q" * (1 << 17), "oversized"),
+    ("ref", [], "malformed"),
+    ("ref", {"task": "t", "config": {}, "seed": -1, "index": 0}, "malformed"),
+    ("ref", {"task": "t", "config": {}, "seed": 0, "index": 1.0}, "malformed"),
+    ("ref", {"task": "t", "config": {"x": float("nan")}, "seed": 0, "index": 0}, "malformed"),
+    ("ref", {"task": "t", "config": {"x": object()}, "seed": 0, "index": 0}, "malformed"),
+    ("ref", {"task": "t", "config": {}, "seed": 0}, "malformed"),
+])
+def test_every_field_is_checked_for_type_and_size(honest_group, field, value, reason):
+    parsed = _parse({**honest_group, field: value})
+    if reason is None:
+        assert isinstance(parsed, dict)
+    else:
+        assert parsed == reason
+
+
+@pytest.mark.parametrize("value", [None, 3, "group", [], {"id": "x"}, object()])
+def test_values_that_are_not_groups_are_malformed(value):
+    assert _parse(value) == "malformed"
+
+
+def test_extra_or_missing_fields_are_malformed(honest_group):
+    assert _parse({**honest_group, "local": True}) == "malformed"
+    assert _parse({k: v for k, v in honest_group.items() if k != "answer"}) == "malformed"
+
+
+class _Exploding(dict):
+    def __getitem__(self, key):
+        raise RuntimeError("boom")
+
+
+def test_a_mapping_that_raises_is_rejected_not_raised(honest_group):
+    assert _parse(_Exploding(honest_group)) == "malformed"
+    admitted, rejected = admit([_Exploding(honest_group)], [], 0, sapo_env.SwarmConfig())
+    assert admitted == [] and rejected == {"?": 1}
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=9) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(sorted(GROUP_FIELDS)), value=_values)
+def test_any_value_in_any_field_gives_a_group_or_a_reason(honest_group, field, value):
+    parsed = _parse({**honest_group, field: value})
+    assert parsed in ("malformed", "oversized") or set(parsed) == GROUP_FIELDS
+
+
+@pytest.mark.parametrize("forge, harmless", [
+    (lambda g: {**g, "round": "soon"}, True),  # restamped: the group itself is true
+    (lambda g: {**g, "round": None}, True),
+    (lambda g: {**g, "round": 10**9}, True),
+    (lambda g: {**g, "rewards": list(map(str, g["rewards"]))}, False),
+    (lambda g: {**g, "source": [g["source"]]}, False),
+    (lambda g: {**g, "question": np.array([g["question"]])}, False),
+    (lambda g: {**g, "completions": ("x" * 10**7,) + g["completions"][1:]}, False),
+    (lambda g: "not a group", False),
+])
+def test_a_forged_packet_never_stops_the_run(monkeypatch, forge, harmless):
+    """One hostile sender, every round, through the env's own hostile-machine hook: the
+    round goes on, the packet is counted (or, forged only in its round, restamped and
+    accepted), and later rounds still step."""
+    monkeypatch.setitem(adversaries.TRANSPORT_ATTACKS, "forge_rewards",
+                        lambda group, extract, eps: [forge(group)])
+    env = sapo_env.parallel_env(n=3, max_rounds=4, adversaries={"node_2": "forge_rewards"})
+    observations, _ = env.reset(seed=1)
+    for round_ in range(4):
+        actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
+                       "num_external": 2} for a, o in observations.items()}
+        observations, rewards, _, _, infos = env.step(actions)
+        assert set(rewards) == {"node_0", "node_1", "node_2"}
+        from_attacker = [g for g in observations["node_0"]["pool"] if g["source"] == "node_2"]
+        if harmless:
+            assert infos["node_0"]["rejected_groups_swarm"] == 0
+            assert from_attacker and all(g["round"] == round_ for g in from_attacker)
+        else:
+            assert infos["node_0"]["rejected_groups_swarm"] >= 1 and from_attacker == []
