@@ -16,6 +16,12 @@ packet the way a receiver that trusts nothing would, and names the first thing t
 ``rewards``, ``advantages``
     the completions re-scored with the swarm's answer format and reasoning-gym's scorer, and
     their group advantages, differ from the claimed ones;
+``not_dealt``
+    the source was not dealt this question this round. The schedule is the env's (in a real
+    swarm, deterministic from the run seed, the node and the round, so any receiver can
+    re-derive it), so a node can publish only what it was asked: not questions it chose (a
+    flood), not held-out ones, not another node's groups under its own name (a replay), and a
+    made-up name (a sybil) was dealt nothing;
 ``duplicate``
     the source already published a group for this question (in this round or one still in the
     pool): a node answers a question once, so this is a copy, whatever its id.
@@ -60,7 +66,7 @@ from sapo_env.tasks import redraw, reference_answer, score_completions
 from sapo_env.types import Group
 
 REJECT_REASONS = ("malformed", "unknown_task", "question", "answer", "system_prompt", "rewards",
-                  "advantages", "duplicate")
+                  "advantages", "not_dealt", "duplicate")
 _REF_KEYS = frozenset(("task", "config", "seed", "index"))
 _GROUP_KEYS = ("id", "source", "round", "task", "question", "system_prompt", "answer", "ref",
                "completions", "rewards", "advantages")
@@ -137,22 +143,29 @@ class PacketVerifier:
         return None if known else "unknown_task"
 
     def screen(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
-               already: Iterable[Group] = ()) -> tuple[list[Group], Counter]:
+               already: Iterable[Group] = (), dealt: Mapping[str, set] | None = None
+               ) -> tuple[list[Group], Counter]:
         """The groups that pass, in order, and the rejected ones counted by source.
 
         ``trusted`` groups (built by the env, unaltered; compared by identity) skip the
         re-derivation and re-scoring; ``already`` are groups already accepted (the pool), whose
-        questions count for duplicates."""
+        questions count for duplicates; ``dealt`` maps each node to the question keys
+        ``(task, seed, index)`` it was dealt this round (None: not checked), and any other
+        group from it is ``not_dealt``."""
         trusted_ids = {id(g) for g in trusted}
         seen = {question_key(g) for g in already}
         accepted, rejected = [], Counter()
         for group in groups:
-            # the cheap check first: a copy is rejected without re-scoring it
+            # the cheap checks first: a copy or an undealt question is not re-scored
             key = _key_or_none(group)
             if key is not None and key in seen:
                 reason = "duplicate"
+            elif id(group) in trusted_ids:
+                reason = None
+            elif dealt is not None and (key is None or key[1:] not in dealt.get(key[0], ())):
+                reason = "not_dealt" if key is not None else "malformed"
             else:
-                reason = None if id(group) in trusted_ids else self.check(group)
+                reason = self.check(group)
             seen.add(key)
             if reason is None:
                 accepted.append(group)

@@ -283,7 +283,10 @@ class SwarmEnv(ParallelEnv):
                                built, self.round, c)
         if self._verifier is not None:
             staying = [g for g in self._pool.groups if self._pool.in_window(g["round"], self.round)]
-            sent, failed = self._verifier.screen(sent, trusted=built, already=staying)
+            dealt = {a: {(d.question["ref"]["task"], d.question["ref"]["seed"],
+                          d.question["ref"]["index"]) for d in self._drawn[a]} for a in parsed}
+            sent, failed = self._verifier.screen(sent, trusted=built, already=staying,
+                                                 dealt=dealt)
             rejected += failed
         self._pool.publish(self.round, sent)
         return rejected

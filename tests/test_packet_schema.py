@@ -149,3 +149,86 @@ def test_a_forged_packet_never_stops_the_run(monkeypatch, forge, harmless):
             assert from_attacker and all(g["round"] == round_ for g in from_attacker)
         else:
             assert infos["node_0"]["rejected_groups_swarm"] >= 1 and from_attacker == []
+
+
+# --- packets bound to what their sender was dealt --------------------------------------------
+
+def _run_with_attacker(monkeypatch, forge, rounds=3, n=4):
+    """node_3 sends ``forge(group)`` for each group it publishes; per round, the pool node_0
+    saw, the infos, and how many groups node_3 published."""
+    monkeypatch.setitem(adversaries.TRANSPORT_ATTACKS, "forge_rewards",
+                        lambda group, extract, eps: forge(group))
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds, adversaries={"node_3": "forge_rewards"})
+    observations, _ = env.reset(seed=2)
+    seen = []
+    for _ in range(rounds):
+        actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
+                       "num_external": 2} for a, o in observations.items()}
+        sent = len(observations["node_3"]["questions"])  # one group per question it answers
+        observations, _, _, _, infos = env.step(actions)
+        seen.append((observations["node_0"]["pool"], infos, sent))
+    return seen
+
+
+def test_a_replay_of_other_nodes_groups_under_the_senders_name_is_rejected(monkeypatch):
+    """node_3 republishes, as its own, node_1's groups of the round before (as it saw them
+    in its pool): none reaches the pool, each is counted against node_3."""
+    stolen: list = []
+
+    def replay(group, extract, eps):
+        return [group] + [{**g, "source": "node_3", "id": f"node_3/copy/{k}"}
+                          for k, g in enumerate(stolen)]
+
+    monkeypatch.setitem(adversaries.TRANSPORT_ATTACKS, "forge_rewards", replay)
+    env = sapo_env.parallel_env(n=4, max_rounds=3, adversaries={"node_3": "forge_rewards"})
+    observations, _ = env.reset(seed=2)
+    for _ in range(3):
+        actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
+                       "num_external": 2} for a, o in observations.items()}
+        # each group node_3 publishes is followed by the copies
+        replayed = len(observations["node_3"]["questions"]) * len(stolen)
+        observations, _, _, _, infos = env.step(actions)
+        assert not any("/copy/" in g["id"] for g in observations["node_0"]["pool"])
+        assert infos["node_3"]["rejected_groups"] == replayed
+        stolen[:] = [g for g in observations["node_3"]["pool"] if g["source"] == "node_1"]
+    assert replayed > 0
+
+
+@pytest.mark.parametrize("change", [
+    {"source": "node_99"},  # a sybil: a name that was dealt nothing
+    {"ref_index": 12345},  # a question the sender chose
+    {"ref_seed": 2**61 + 5},  # e.g. a held-out block: never dealt for training
+])
+def test_a_packet_for_a_question_its_sender_was_not_dealt_is_rejected(monkeypatch, change):
+    def forge(group):
+        g = dict(group)
+        ref = dict(g["ref"])
+        if "ref_index" in change:
+            ref["index"] = change["ref_index"]
+        if "ref_seed" in change:
+            ref["seed"] = change["ref_seed"]
+        g["ref"] = ref
+        g.update({k: v for k, v in change.items() if not k.startswith("ref_")})
+        return [group, g]
+
+    for pool, infos, sent in _run_with_attacker(monkeypatch, forge):
+        assert infos["node_0"]["rejected_groups_swarm"] == sent  # every forged one, no other
+        assert all(g["source"] in ("node_0", "node_1", "node_2", "node_3") for g in pool)
+        assert all(g["ref"]["index"] != 12345 and g["ref"]["seed"] != 2**61 + 5 for g in pool)
+
+
+def test_the_verifier_names_the_reason():
+    from sapo_env.packets import PacketVerifier
+
+    env = sapo_env.parallel_env(n=2, max_rounds=2)
+    observations, _ = env.reset(seed=0)
+    actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
+                   "num_external": 0} for a, o in observations.items()}
+    dealt = {a: {(q["ref"]["task"], q["ref"]["seed"], q["ref"]["index"])
+                 for q in o["questions"]} for a, o in observations.items()}
+    observations, *_ = env.step(actions)
+    group = observations["node_0"]["pool"][0]
+    stolen = {**group, "source": "node_1" if group["source"] == "node_0" else "node_0"}
+    accepted, rejected = PacketVerifier(env.config).screen([stolen], dealt=dealt)
+    assert accepted == [] and rejected == {stolen["source"]: 1}
+    assert PacketVerifier(env.config).screen([group], dealt=dealt)[0] == [group]
