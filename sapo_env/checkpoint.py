@@ -20,16 +20,21 @@ same run: the same env config, ``seed``, and agent and policy classes. Callbacks
 run, so they may change: each gets the saved state of a callback of its class, if there is one
 (a warning names those that start afresh).
 
-Format: a pickle file. A checkpoint is trusted data: unpickling can run code named in the file,
-so never load one from a source you do not trust.
+Format: a pickle of plain data, read back by an unpickler that admits nothing but Python's
+containers and scalars and numpy arrays and dtypes (:func:`read`). A file that names any other
+class or function, as a planted file that would run code when unpickled must, is refused with
+a ``ValueError`` before anything in it is called, so loading a checkpoint cannot run code.
+Every state this library's agents, policies, callbacks and env save is such data (tested).
 
 Writing is atomic: the checkpoint goes to a temporary file in the same folder, is flushed to
 disk (fsync), then replaces the previous one (``os.replace``); a crash while writing leaves the
-previous checkpoint whole.
+previous checkpoint whole, and the temporary file a killed write left behind is removed by the
+next write.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import pickle
@@ -131,6 +136,8 @@ def restore(saved: Mapping[str, Any], agents: Mapping[str, Any], policies: Mappi
 def write(path: Path, content: Mapping[str, Any]) -> None:
     """Pickle ``content`` to ``path`` atomically (see the module docstring)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    for orphan in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):  # a killed write's
+        orphan.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
@@ -144,10 +151,35 @@ def write(path: Path, content: Mapping[str, Any]) -> None:
     _fsync_folder(path.parent)  # the rename itself survives a power cut
 
 
+# What a checkpoint's pickle may name: containers, scalars, numpy arrays and dtypes. The numpy
+# names are those its pickles use for arrays, scalars and dtypes (numpy 1.x and 2.x).
+_PLAIN_DATA = frozenset({
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
+    ("builtins", "bytearray"), ("collections", "OrderedDict"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    *((core, name) for core in ("numpy.core.numeric", "numpy._core.numeric")
+      for name in ("_frombuffer",)),
+    *((core, name) for core in ("numpy.core.multiarray", "numpy._core.multiarray")
+      for name in ("_reconstruct", "scalar")),
+})
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _PLAIN_DATA or (module == "numpy.dtypes" and name.endswith("DType")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and a checkpoint holds plain "
+                                     "data only (containers, scalars, numpy arrays)")
+
+
 def read(path: Path) -> dict[str, Any]:
-    """A checkpoint written by :func:`write` (trusted data: see the module docstring)."""
+    """A checkpoint written by :func:`write`; ``ValueError`` for a file that is not plain data
+    (nothing in it is called: see the module docstring)."""
     with open(path, "rb") as file:
-        return pickle.load(file)
+        try:
+            return _PlainDataUnpickler(file).load()
+        except Exception as error:  # noqa: BLE001 (whatever a damaged or planted file raises)
+            raise ValueError(f"{path} is not a readable sapo-env checkpoint: {error}") from None
 
 
 def _fsync_folder(folder: Path) -> None:

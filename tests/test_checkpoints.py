@@ -216,15 +216,21 @@ def played(rounds=8):
     return trace
 
 
+def through_a_checkpoint_file(state, folder):
+    """``state`` written and read back as a checkpoint: only plain data survives the read."""
+    checkpoints.write(folder / "state.ckpt", {"state": state})
+    return checkpoints.read(folder / "state.ckpt")["state"]
+
+
 @pytest.mark.parametrize("name", sorted(AGENTS))
-def test_an_agent_resumes_from_its_state(name):
+def test_an_agent_resumes_from_its_state(name, tmp_path):
     trace = played()
     agent = AGENTS[name](1)
     for observation, batch, _, _ in trace[:4]:
         agent.act(observation)
         agent.learn(batch)
     copy = AGENTS[name](2)
-    copy.load_state_dict(pickle.loads(pickle.dumps(agent.state_dict())))
+    copy.load_state_dict(through_a_checkpoint_file(agent.state_dict(), tmp_path))
     for observation, batch, _, _ in trace[4:]:
         assert_same(copy.act(observation), agent.act(observation), "action")
         assert_same(copy.learn(batch), agent.learn(batch), "metrics")
@@ -233,7 +239,7 @@ def test_an_agent_resumes_from_its_state(name):
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
-def test_a_ratio_policy_resumes_from_its_state(name):
+def test_a_ratio_policy_resumes_from_its_state(name, tmp_path):
     trace = played()
     policy = POLICIES[name](1)
     for observation, _, reward, info in trace[:4]:
@@ -242,7 +248,7 @@ def test_a_ratio_policy_resumes_from_its_state(name):
     state = policy.state_dict()
     assert_plain(state)
     copy = POLICIES[name](2)
-    copy.load_state_dict(pickle.loads(pickle.dumps(state)))
+    copy.load_state_dict(through_a_checkpoint_file(state, tmp_path))
     for observation, _, reward, info in trace[4:]:
         assert copy.choose(observation) == policy.choose(observation)
         policy.update(reward, info)
@@ -337,6 +343,42 @@ def test_agents_without_state_dict_fail_at_the_start(tmp_path):
         sapo_env.run(env, agents, seed=0, progress=False,
                      checkpoint=Checkpoint(tmp_path / "c.ckpt", every=1))
     assert env.round == 0 and not (tmp_path / "c.ckpt").exists()
+
+
+class _Planted:
+    """What a planted checkpoint carries: unpickling it would call os.system."""
+
+    def __reduce__(self):
+        import os
+
+        return os.system, ("touch PWNED",)
+
+
+@pytest.mark.parametrize("payload", [
+    _Planted(), {"format": 1, "agents": _Planted()}, [np.zeros(3), _Planted()]])
+def test_reading_a_checkpoint_never_runs_code(tmp_path, monkeypatch, payload):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "planted.ckpt"
+    path.write_bytes(pickle.dumps(payload))
+    with pytest.raises(ValueError, match="plain data only"):
+        checkpoints.read(path)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_planted_checkpoint_stops_the_run_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(pickle.dumps({"format": 1, "run": _Planted()}))
+    with pytest.raises(ValueError, match="not a readable sapo-env checkpoint"):
+        swarm_run(Checkpoint(path, every=4))
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_killed_writes_temporary_file_is_removed_by_the_next_write(tmp_path):
+    orphan = tmp_path / "run.ckpt.abc123.tmp"
+    orphan.write_bytes(b"half a checkpoint")
+    checkpoints.write(tmp_path / "run.ckpt", {"round": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt"]
 
 
 def test_a_checkpoint_write_cut_short_leaves_the_previous_one(tmp_path, monkeypatch):
