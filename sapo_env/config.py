@@ -226,9 +226,10 @@ class SwarmConfig:
     (``agents.adversarial``)."""
     verify_packets: bool = True
     """Re-derive every published group's question and answer from its ``ref``, re-score its
-    completions, and drop it if anything differs or if its source already published that
-    question (:mod:`sapo_env.packets`); infos count the drops (``rejected_groups``). Only
-    forged packets ever fail: groups the env built itself pass by construction."""
+    completions, and drop it if anything differs, if its source was not dealt that question
+    this round or already published it (:mod:`sapo_env.packets`); infos count the drops
+    (``rejected_groups``). Packets are parsed against :mod:`sapo_env.packet_schema` whatever
+    this is. Only forged packets ever fail: groups the env built itself pass by construction."""
     max_external_per_source: int | None = None
     """At most this many external groups from one source in a node's training set (None: no
     cap): bounds what any one node, spammer or poisoner, can put in another's batch. Works
