@@ -184,6 +184,16 @@ class SwarmConfig:
     (intermediate_integration, 0.24 s; the paper's nine take under 5 ms). Enforced with SIGALRM
     in the main thread on POSIX only (see ``sapo_env.scoring_guard``); a run whose scoring hits
     it depends on the machine's speed, so it is no longer reproducible from its seed."""
+    node_score_budget: float | None = 10.0
+    """Seconds of scoring each node gets per round, all its completions together (None: no
+    budget). Once a node has spent it, its remaining completions score 0 without being scored
+    and count in ``infos[node]["scoring_failures"]["budget"]``, and the round goes on: one node
+    sending many slow answers (64 of them each running into ``score_time_limit``) delays a
+    round by about this much, not by 64 time limits. The default, 10 s, is about fifteen times
+    what the paper's nine tasks need at 16 questions a node (128 completions, under 5 ms each);
+    raise it (or None) for slow tasks such as intermediate_integration (up to 0.24 s a
+    completion). Like the time limit, a run whose scoring hits it depends on the machine's
+    speed."""
 
     # --- training set ------------------------------------------------------------------------
     train_budget: int = 8
@@ -254,6 +264,11 @@ class SwarmConfig:
                                   or not math.isfinite(limit) or limit <= 0):
             raise ValueError(f"score_time_limit must be None or a number of seconds > 0, "
                              f"got {limit!r}")
+        budget = self.node_score_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not math.isfinite(budget) or budget <= 0):
+            raise ValueError(f"node_score_budget must be None or a number of seconds > 0, "
+                             f"got {budget!r}")
         check_int("pool_window", self.pool_window, 1)
         if self.pool_capacity is not None:
             check_int("pool_capacity", self.pool_capacity, 1)

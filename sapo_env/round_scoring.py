@@ -20,41 +20,52 @@ from typing import Any, Protocol
 import numpy as np
 
 from sapo_env.answers import AnswerExtractor
-from sapo_env.scoring_guard import ScoringLimits, no_failures
+from sapo_env.scoring_guard import ScoreBudget, ScoringLimits, no_failures
 from sapo_env.tasks import DrawnQuestion, dataset_for
 
-#: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions).
-Job = tuple[Mapping[str, Any], Mapping[str, Any], Sequence[str]]
+#: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions,
+#: the index of the node whose completions they are).
+Job = tuple[Mapping[str, Any], Mapping[str, Any], Sequence[str], int]
 
 
 class Scoring(Protocol):
-    """Scores many questions' completions; one ``(scores, failures)`` per question, in order."""
+    """Scores many questions' completions; one ``(scores, failures)`` per question, in order.
+    ``owners[k]`` is the index of the node question ``k`` belongs to, whose scoring budget
+    (``node_budget`` seconds, None: none) all its questions share."""
 
     def score(self, drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]],
-              extract: AnswerExtractor, limits: ScoringLimits
-              ) -> list[tuple[np.ndarray, dict[str, int]]]: ...
+              extract: AnswerExtractor, limits: ScoringLimits, owners: Sequence[int],
+              node_budget: float | None) -> list[tuple[np.ndarray, dict[str, int]]]: ...
 
 
 class LocalScoring:
     """In the env's process, one question after another (the default)."""
 
-    def score(self, drawn, completions, extract, limits):
-        results = []
-        for d, texts in zip(drawn, completions):
-            failures = no_failures()
-            results.append((d.score(texts, extract, limits, failures), failures))
-        return results
+    def score(self, drawn, completions, extract, limits, owners, node_budget):
+        jobs = [(d, texts, owner) for d, texts, owner in zip(drawn, completions, owners)]
+        return _score_all(jobs, extract, limits, node_budget)
 
 
-def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLimits
+def _score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
+               extract: AnswerExtractor, limits: ScoringLimits, node_budget: float | None
                ) -> list[tuple[np.ndarray, dict[str, int]]]:
-    """What a worker runs: each job's question rebuilt from its ref and entry, then scored."""
+    budgets: dict[int, ScoreBudget] = {}
     results = []
-    for ref, entry, texts in jobs:
+    for drawn, texts, owner in jobs:
         failures = no_failures()
-        drawn = DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_for(ref))
-        results.append((drawn.score(texts, extract, limits, failures), failures))
+        budget = None if node_budget is None else budgets.setdefault(owner,
+                                                                     ScoreBudget(node_budget))
+        results.append((drawn.score(texts, extract, limits, failures, budget), failures))
     return results
+
+
+def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLimits,
+               node_budget: float | None = None) -> list[tuple[np.ndarray, dict[str, int]]]:
+    """What a worker runs: each job's question rebuilt from its ref and entry, then scored
+    (a node's questions split over several workers get its budget in each)."""
+    return _score_all([(DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_for(ref)),
+                        texts, owner) for ref, entry, texts, owner in jobs],
+                      extract, limits, node_budget)
 
 
 class RayScoring:
@@ -67,29 +78,34 @@ class RayScoring:
         self.num_cpus = num_cpus
         self._task: Any = None
 
-    def score(self, drawn, completions, extract, limits):
+    def score(self, drawn, completions, extract, limits, owners, node_budget):
         import ray  # the ray extra
 
         if not ray.is_initialized():
             raise RuntimeError("RayScoring needs Ray: call ray.init() before stepping the env")
         if self._task is None:
             self._task = ray.remote(num_cpus=self.num_cpus)(score_jobs)
-        jobs = [(d.question["ref"], d.entry, tuple(t)) for d, t in zip(drawn, completions)]
+        jobs = [(d.question["ref"], d.entry, tuple(t), owner)
+                for d, t, owner in zip(drawn, completions, owners)]
         bounds = np.linspace(0, len(jobs), min(self.workers, len(jobs)) + 1).astype(int)
-        parts = [self._task.remote(jobs[a:b], extract, limits)
+        parts = [self._task.remote(jobs[a:b], extract, limits, node_budget)
                  for a, b in zip(bounds[:-1], bounds[1:])]
         return [result for part in ray.get(parts) for result in part]
 
 
 def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],
                 completions: Mapping[str, Sequence[Sequence[str]]], extract: AnswerExtractor,
-                limits: ScoringLimits, L: int, scoring: Scoring
+                limits: ScoringLimits, L: int, scoring: Scoring,
+                node_budget: float | None = None
                 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
-    """Per node of ``completions``: its (questions, L) scores and its scoring failures."""
+    """Per node of ``completions``: its (questions, L) scores and its scoring failures, each
+    node's completions scored within ``node_budget`` seconds (None: no budget)."""
     nodes = list(completions)
     flat_drawn = [d for a in nodes for d in drawn[a]]
     flat_texts = [texts for a in nodes for texts in completions[a]]
-    results = scoring.score(flat_drawn, flat_texts, extract, limits) if flat_drawn else []
+    owners = [i for i, a in enumerate(nodes) for _ in drawn[a]]
+    results = (scoring.score(flat_drawn, flat_texts, extract, limits, owners, node_budget)
+               if flat_drawn else [])
     scores, failures, row = {}, {}, 0
     for a in nodes:
         mine = results[row:row + len(drawn[a])]

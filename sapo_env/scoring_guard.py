@@ -7,7 +7,12 @@ scores 0, and is counted under a reason, when
 - ``"error"``: the extractor or the scorer raised (MemoryError included), or returned something
   that is not a finite number;
 - ``"recursion"``: they raised RecursionError (deeply nested text);
-- ``"timeout"``: they ran past ``time_limit`` seconds of wall-clock time, and were interrupted.
+- ``"timeout"``: they ran past ``time_limit`` seconds of wall-clock time, and were interrupted;
+- ``"budget"``: the node whose completion it is has spent its scoring budget for the round
+  (``ScoreBudget``, ``SwarmConfig.node_score_budget``): it is not scored at all. A completion
+  that starts with less budget left than ``time_limit`` is interrupted when the budget runs
+  out (and counted as a timeout), so one node's completions cost the round at most about its
+  budget, however many there are.
 
 The first failure of each reason is logged as a warning; the counts go to the caller (the env
 reports them per node in ``infos[node]["scoring_failures"]``).
@@ -52,7 +57,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-FAILURE_REASONS = ("too_long", "error", "recursion", "timeout")
+FAILURE_REASONS = ("too_long", "error", "recursion", "timeout", "budget")
 """Why a completion scored 0 without a verdict from its scorer (see the module docstring)."""
 DEFAULT_MAX_ANSWER_CHARS = 2048
 """About ten times the longest honest answer of the paper's nine tasks (binary_matrix: 199
@@ -80,6 +85,14 @@ class ScoringLimits:
 
 
 DEFAULT_LIMITS = ScoringLimits()
+
+
+@dataclass
+class ScoreBudget:
+    """Seconds of scoring one node has left this round; every completion of the node that is
+    scored spends its wall-clock time (see the module docstring)."""
+
+    seconds: float
 
 
 def no_failures() -> dict[str, int]:
@@ -151,18 +164,28 @@ def guarded_scores(
     score: Callable[[str | None], Any],
     limits: ScoringLimits,
     failures: dict[str, int] | None = None,
+    budget: ScoreBudget | None = None,
 ) -> np.ndarray:
     """``score(extract(completion))`` of each completion as float32, 0 for each one that failed
-    (counted by reason in ``failures`` when given; see the module docstring)."""
+    or that ``budget`` (its node's, when given) no longer covers, counted by reason in
+    ``failures`` when given (see the module docstring)."""
     use_timer = _timer_usable(limits.time_limit)
     if use_timer:
         previous = signal.signal(signal.SIGALRM, _TIMER.handler)
-        _TIMER.limit = limits.time_limit
-        tick = TICK * limits.time_limit
-        signal.setitimer(signal.ITIMER_REAL, tick, tick)
+        tick = TICK * min(limits.time_limit, budget.seconds if budget else math.inf)
+        signal.setitimer(signal.ITIMER_REAL, max(tick, 1e-3), max(tick, 1e-3))
     try:
-        values = [_score_one(c, extract, score, limits, use_timer, failures)
-                  for c in completions]
+        values = []
+        for completion in completions:
+            if budget is not None and budget.seconds <= 0:
+                values.append(_failed("budget", limits, failures))
+                continue
+            _TIMER.limit = min(limits.time_limit or math.inf,
+                               budget.seconds if budget else math.inf)
+            started = time.monotonic()
+            values.append(_score_one(completion, extract, score, limits, use_timer, failures))
+            if budget is not None:
+                budget.seconds -= time.monotonic() - started
     finally:
         if use_timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -176,6 +199,7 @@ _MESSAGES = {
     "error": "a scorer or extractor raised, or returned no finite number",
     "recursion": "a scorer or extractor recursed too deeply",
     "timeout": "a scorer or extractor ran past score_time_limit=%s s",
+    "budget": "its node had spent its scoring budget for the round (node_score_budget)",
 }
 
 
@@ -207,6 +231,11 @@ def _score_one(completion: str, extract: Callable, score: Callable, limits: Scor
         reason = "recursion"
     except Exception:  # noqa: BLE001 (any failure of a scorer on untrusted text scores 0)
         reason = "error"
+    return _failed(reason, limits, failures)
+
+
+def _failed(reason: str, limits: ScoringLimits, failures: dict[str, int] | None) -> float:
+    """0, counted under ``reason`` (and the first of each reason logged)."""
     if failures is not None:
         failures[reason] += 1
     limit = {"too_long": limits.max_answer_chars, "timeout": limits.time_limit}.get(reason)

@@ -253,7 +253,8 @@ class SwarmEnv(ParallelEnv):
         """Per node, (its questions, L) verifier scores; failures counted for ``_infos``."""
         scores, self._scoring_failures = score_round(
             self._drawn, {a: parsed[a].completions for a in parsed}, self._extract,
-            self.config.scoring_limits, self.config.completions_per_question, self._scoring)
+            self.config.scoring_limits, self.config.completions_per_question, self._scoring,
+            self.config.node_score_budget)
         return scores
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],

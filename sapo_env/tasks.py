@@ -32,7 +32,7 @@ from sapo_env import rg_fixes
 from sapo_env.answers import AnswerExtractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
 from sapo_env.rng_state import generator_from_state, generator_state
-from sapo_env.scoring_guard import DEFAULT_LIMITS, ScoringLimits, guarded_scores
+from sapo_env.scoring_guard import DEFAULT_LIMITS, ScoreBudget, ScoringLimits, guarded_scores
 from sapo_env.types import Question, QuestionRef
 
 logger = logging.getLogger(__name__)
@@ -112,15 +112,16 @@ class DrawnQuestion:
 
     def score(self, completions: Sequence[str], extract: AnswerExtractor,
               limits: ScoringLimits = DEFAULT_LIMITS,
-              failures: dict[str, int] | None = None) -> np.ndarray:
+              failures: dict[str, int] | None = None,
+              budget: ScoreBudget | None = None) -> np.ndarray:
         """reasoning-gym scores of completions after answer extraction, float32 in [0, 1].
 
         Completions are untrusted: one whose extraction or scoring fails, runs past the time
-        limit or whose answer is over the size limit scores 0 and is counted by reason in
-        ``failures`` (``sapo_env.scoring_guard``)."""
+        limit, whose answer is over the size limit or that its node's ``budget`` no longer
+        covers scores 0 and is counted by reason in ``failures`` (``sapo_env.scoring_guard``)."""
         scores = guarded_scores(completions, extract,
                                 lambda answer: self.dataset.score_answer(answer, self.entry),
-                                limits, failures)
+                                limits, failures, budget)
         return np.clip(scores, 0.0, 1.0, out=scores)
 
 

@@ -297,7 +297,7 @@ def test_failures_score_zero_and_are_counted_by_reason():
     scores, failures = guard(answers, score)
     assert time.perf_counter() - start < 1.0
     assert scores == [0.5, 0, 0, 0, 0, 0, 0, 0, 0.5]
-    assert failures == {"too_long": 1, "error": 4, "recursion": 1, "timeout": 1}
+    assert failures == {"too_long": 1, "error": 4, "recursion": 1, "timeout": 1, "budget": 0}
 
 
 def test_an_over_long_answer_is_never_parsed():
@@ -357,7 +357,7 @@ def test_off_the_main_thread_scoring_still_catches_errors():
     thread.start()
     thread.join()
     assert out["result"] == ([1.0, 0.0], {"too_long": 0, "error": 1, "recursion": 0,
-                                          "timeout": 0})
+                                          "timeout": 0, "budget": 0})
 
 
 def test_each_reason_is_logged_once(caplog):
@@ -386,11 +386,9 @@ def test_the_env_counts_failures_per_node_and_completes_the_round():
     actions = mixed_actions(observations)
     actions["node_1"]["completions"] = (("raise", "slow", "<answer>" + "9" * 3000 + "</answer>"),
                                         actions["node_1"]["completions"][1])
-    start = time.perf_counter()
     _, rewards, _, _, infos = env.step(actions)
-    assert time.perf_counter() - start < 2.0
     assert infos["node_1"]["scoring_failures"] == {"too_long": 1, "error": 1, "recursion": 0,
-                                                   "timeout": 1}
+                                                   "timeout": 1, "budget": 0}
     assert infos["node_0"]["scoring_failures"] == no_failures()
     assert rewards["node_1"] == pytest.approx(np.mean([0, 0, 0, 1, 0, 0]))
 
@@ -438,3 +436,49 @@ def test_the_tag_extractor_is_reasoning_gyms_in_linear_time():
     start = time.perf_counter()
     assert extract_answer("<answer>" * 2048) is None  # reasoning-gym's regex: ~0.5 s
     assert time.perf_counter() - start < 0.05
+
+
+# --- the per-node scoring budget -------------------------------------------------------------
+
+class _SlowDataset:
+    """A scorer that never finishes on its own: only the time limit stops it."""
+
+    def score_answer(self, answer, entry):
+        import time
+
+        while True:
+            time.sleep(0.01)
+
+
+class _FastDataset:
+    def score_answer(self, answer, entry):
+        return 1.0
+
+
+def test_a_node_that_spends_its_budget_scores_zero_for_the_rest_and_others_are_scored():
+    from sapo_env.answers import get_extractor
+    from sapo_env.round_scoring import LocalScoring, score_round
+    from sapo_env.scoring_guard import ScoringLimits
+    from sapo_env.tasks import DrawnQuestion
+
+    limit, budget = 0.05, 0.2
+    slow = [DrawnQuestion(question=None, entry={}, dataset=_SlowDataset()) for _ in range(8)]
+    fast = [DrawnQuestion(question=None, entry={}, dataset=_FastDataset()) for _ in range(8)]
+    texts = [["<answer>1</answer>"] * 8] * 8
+    scores, failures = score_round({"hostile": slow, "honest": fast},
+                                   {"hostile": texts, "honest": texts},
+                                   get_extractor("tag"), ScoringLimits(time_limit=limit), 8,
+                                   LocalScoring(), node_budget=budget)
+    # every scored completion ran into the time limit, each spending at least `limit` of the
+    # budget, so at most budget / limit + 1 were scored; the other 59+ were never started
+    assert failures["hostile"]["timeout"] <= budget / limit + 1
+    assert failures["hostile"]["timeout"] + failures["hostile"]["budget"] == 64
+    assert failures["hostile"]["budget"] >= 64 - budget / limit - 1
+    assert (scores["hostile"] == 0).all()
+    assert (scores["honest"] == 1).all() and failures["honest"]["budget"] == 0
+
+
+def test_the_budget_is_a_setting_checked_like_the_time_limit():
+    with pytest.raises(ValueError, match="node_score_budget must be None or a number"):
+        sapo_env.SwarmConfig(node_score_budget=0)
+    assert sapo_env.SwarmConfig(node_score_budget=None).node_score_budget is None
