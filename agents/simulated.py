@@ -61,7 +61,8 @@ one-number stand-in for forgetting). It picks up a poisoner's injected line the 
 strategy it reads (:mod:`agents.injection`). Strategies are a handful of named options shared by all
 nodes, not open-ended skills. Fitted to two numbers of one paper run, it reproduces those two
 by construction and says nothing more about language models than its predictions of the others
-show.
+show. Refitted to the tiny transformer learners (``calibrate_sim.py --target tiny``), it cannot
+make sharing cost as much as it costs them, nor reproduce either control (BENCHMARKS.md).
 
 Example::
 
