@@ -185,15 +185,11 @@ class SwarmConfig:
     in the main thread on POSIX only (see ``sapo_env.scoring_guard``); a run whose scoring hits
     it depends on the machine's speed, so it is no longer reproducible from its seed."""
     node_score_budget: float | None = 10.0
-    """Seconds of scoring each node gets per round, all its completions together (None: no
-    budget). Once a node has spent it, its remaining completions score 0 without being scored
-    and count in ``infos[node]["scoring_failures"]["budget"]``, and the round goes on: one node
-    sending many slow answers (64 of them each running into ``score_time_limit``) delays a
-    round by about this much, not by 64 time limits. The default, 10 s, is about fifteen times
-    what the paper's nine tasks need at 16 questions a node (128 completions, under 5 ms each);
-    raise it (or None) for slow tasks such as intermediate_integration (up to 0.24 s a
-    completion). Like the time limit, a run whose scoring hits it depends on the machine's
-    speed."""
+    """Seconds of scoring each node gets per round, all its completions together (None: none).
+    What it no longer covers scores 0 unscored (``scoring_failures["budget"]``): one node's
+    64 slow answers delay a round by about this, not by 64 time limits. 10 s is over fifteen
+    times what the paper's nine tasks need at 16 questions a node; raise it for slow tasks
+    (intermediate_integration: up to 0.24 s a completion)."""
 
     # --- training set ------------------------------------------------------------------------
     train_budget: int = 8
@@ -238,8 +234,8 @@ class SwarmConfig:
     """Re-derive every published group's question and answer from its ``ref``, re-score its
     completions, and drop it if anything differs, if its source was not dealt that question
     this round or already published it (:mod:`sapo_env.packets`); infos count the drops
-    (``rejected_groups``). Packets are parsed against :mod:`sapo_env.packet_schema` whatever
-    this is. Only forged packets ever fail: groups the env built itself pass by construction."""
+    (``rejected_groups``); packets pass :mod:`sapo_env.packet_schema` whatever this is. Only
+    forged packets ever fail: groups the env built itself pass by construction."""
     max_external_per_source: int | None = None
     """At most this many external groups from one source in a node's training set (None: no
     cap): bounds what any one node, spammer or poisoner, can put in another's batch. Works
@@ -259,16 +255,12 @@ class SwarmConfig:
         check_int("train_budget", self.train_budget, 0)
         check_int("max_completion_chars", self.max_completion_chars, 1)
         check_int("max_answer_chars", self.max_answer_chars, 1)
-        limit = self.score_time_limit
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
-                                  or not math.isfinite(limit) or limit <= 0):
-            raise ValueError(f"score_time_limit must be None or a number of seconds > 0, "
-                             f"got {limit!r}")
-        budget = self.node_score_budget
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                                   or not math.isfinite(budget) or budget <= 0):
-            raise ValueError(f"node_score_budget must be None or a number of seconds > 0, "
-                             f"got {budget!r}")
+        for name in ("score_time_limit", "node_score_budget"):
+            limit = getattr(self, name)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(
+                    limit, (int, float)) or not math.isfinite(limit) or limit <= 0):
+                raise ValueError(f"{name} must be None or a number of seconds > 0, "
+                                 f"got {limit!r}")
         check_int("pool_window", self.pool_window, 1)
         if self.pool_capacity is not None:
             check_int("pool_capacity", self.pool_capacity, 1)

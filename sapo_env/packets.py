@@ -143,16 +143,20 @@ class PacketVerifier:
         return None if known else "unknown_task"
 
     def screen(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
-               already: Iterable[Group] = (), dealt: Mapping[str, set] | None = None
+               already: Iterable[Group] = (),
+               dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None = None
                ) -> tuple[list[Group], Counter]:
         """The groups that pass, in order, and the rejected ones counted by source.
 
         ``trusted`` groups (built by the env, unaltered; compared by identity) skip the
         re-derivation and re-scoring; ``already`` are groups already accepted (the pool), whose
-        questions count for duplicates; ``dealt`` maps each node to the question keys
-        ``(task, seed, index)`` it was dealt this round (None: not checked), and any other
-        group from it is ``not_dealt``."""
+        questions count for duplicates; ``dealt`` maps each node to the refs of the questions it
+        was dealt this round (None: not checked), and any other group from it is
+        ``not_dealt``."""
         trusted_ids = {id(g) for g in trusted}
+        if dealt is not None:
+            dealt = {a: {(r["task"], r["seed"], r["index"]) for r in refs}
+                     for a, refs in dealt.items()}
         seen = {question_key(g) for g in already}
         accepted, rejected = [], Counter()
         for group in groups:

@@ -130,14 +130,11 @@ class SwarmEnv(ParallelEnv):
         self, seed: int | None = None, options: dict | None = None
     ) -> tuple[dict[str, Observation], dict[str, dict]]:
         """Start a run. ``seed`` fixes everything; without one, a reset continues from the last
-        seed's stream (a new, different run).
-
-        ``options={"state": state}`` instead puts the env back in a state that
-        :meth:`state_dict` returned (here or in another process, after a pickle round trip)
-        and returns the observations of that moment; stepping on gives exactly what the env
-        that took the state gives. A state from another config, or malformed, raises
-        ``ValueError`` and leaves the env as it was (:mod:`sapo_env.env_state`). Other options
-        are ignored, as Gymnasium's envs do (PettingZoo's API test passes one)."""
+        seed's stream (a new, different run). ``options={"state": state}`` instead puts the env
+        back in a state :meth:`state_dict` returned (here or in another process) and returns
+        that moment's observations; stepping on is exact. A state from another config, or
+        malformed, raises ``ValueError`` and leaves the env as it was
+        (:mod:`sapo_env.env_state`). Other options are ignored, as Gymnasium's envs do."""
         if options and "state" in options:
             if seed is not None:
                 raise ValueError(f"reset got seed={seed!r} and a state: the state holds its "
@@ -171,9 +168,8 @@ class SwarmEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return. A live node's
-        action may also be ``None`` (offline this round), ``{"pending": True}`` (still
-        answering its questions) or ``{"leave": True}`` (it leaves); late joiners join
-        (``sapo_env.churn``)."""
+        action may also be ``None`` (offline), ``{"pending": True}`` (still answering) or
+        ``{"leave": True}``; late joiners join (``sapo_env.churn``)."""
         if self._questions is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
@@ -273,9 +269,8 @@ class SwarmEnv(ParallelEnv):
 
     def _publish(self, groups: dict[str, list[Group]], parsed: dict[str, ParsedAction]
                  ) -> Counter:
-        """Send the shared groups (forged on the way by adversaries), keep those that pass the
-        packet schema and verification, add them to the pool; the rejected groups counted by
-        source."""
+        """Send the shared groups (forged on the way by adversaries), pool those that pass the
+        packet schema and verification; the rejected ones counted by source."""
         c = self.config
         # a late node's groups older than the pool window are not shared (infos count them)
         built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
@@ -284,10 +279,8 @@ class SwarmEnv(ParallelEnv):
                                built, self.round, c)
         if self._verifier is not None:
             staying = [g for g in self._pool.groups if self._pool.in_window(g["round"], self.round)]
-            dealt = {a: {(d.question["ref"]["task"], d.question["ref"]["seed"],
-                          d.question["ref"]["index"]) for d in self._drawn[a]} for a in parsed}
-            sent, failed = self._verifier.screen(sent, trusted=built, already=staying,
-                                                 dealt=dealt)
+            dealt = {a: [d.question["ref"] for d in self._drawn[a]] for a in parsed}
+            sent, failed = self._verifier.screen(sent, built, staying, dealt)
             rejected += failed
         self._pool.publish(self.round, sent)
         return rejected

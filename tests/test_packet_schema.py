@@ -224,8 +224,7 @@ def test_the_verifier_names_the_reason():
     observations, _ = env.reset(seed=0)
     actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
                    "num_external": 0} for a, o in observations.items()}
-    dealt = {a: {(q["ref"]["task"], q["ref"]["seed"], q["ref"]["index"])
-                 for q in o["questions"]} for a, o in observations.items()}
+    dealt = {a: [q["ref"] for q in o["questions"]] for a, o in observations.items()}
     observations, *_ = env.step(actions)
     group = observations["node_0"]["pool"][0]
     stolen = {**group, "source": "node_1" if group["source"] == "node_0" else "node_0"}
