@@ -61,19 +61,26 @@ class Checkpoint:
     """Rounds between checkpoints (a checkpoint is written after every ``every``-th round)."""
     resume: bool = True
     """Start from the file at ``path`` when it exists (False: start afresh and overwrite it)."""
+    run_id: str | None = None
+    """A token the file must hold to be resumed from (None: any checkpoint of the same run
+    settings). A harness that keeps it apart from the file (``sapo-env reproduce`` stores a
+    random one beside it) resumes only from checkpoints its own runs wrote."""
 
     def __post_init__(self) -> None:
         check_int("every", self.every, 1)
         if not isinstance(self.resume, bool):
             raise ValueError(f"resume must be a bool, got {self.resume!r}")
+        if self.run_id is not None and not isinstance(self.run_id, str):
+            raise ValueError(f"run_id must be None or a str, got {self.run_id!r}")
         object.__setattr__(self, "path", Path(self.path))
 
 
-def run_identity(seed: Any, agents: Mapping[str, Any], policies: Mapping[str, Any]
-                 ) -> dict[str, Any]:
+def run_identity(seed: Any, agents: Mapping[str, Any], policies: Mapping[str, Any],
+                 run_id: str | None = None) -> dict[str, Any]:
     """What must match for a checkpoint to belong to a run (the env config is checked by the
     env itself)."""
-    return {"seed": seed, "agents": _classes(agents), "ratio_policies": _classes(policies)}
+    identity = {"seed": seed, "agents": _classes(agents), "ratio_policies": _classes(policies)}
+    return identity if run_id is None else {**identity, "run_id": run_id}
 
 
 def require_state_dicts(agents: Mapping[str, Any], policies: Mapping[str, Any]) -> None:

@@ -187,7 +187,8 @@ def run(
     if deadline is not None and checkpoint is not None:
         raise ValueError("checkpoint needs synchronous rounds (deadline=None): an asynchronous "
                          "run has work in flight that a checkpoint cannot hold")
-    identity = checkpoints.run_identity(seed, agents, policies)
+    identity = checkpoints.run_identity(seed, agents, policies,
+                                        checkpoint.run_id if checkpoint is not None else None)
     saved = None
     if checkpoint is not None:
         checkpoints.require_state_dicts(agents, policies)

@@ -495,7 +495,8 @@ def test_an_interrupted_reproduce_sweep_resumes_mid_run_with_the_same_arrays(tmp
         rp.reproduce(config)
     spec = rp.RunSpec("4/4 self-replay", 0, config)
     assert sorted(p.name for p in (config.out / "runs").iterdir()) == [
-        spec.checkpoint_path.name, "4-4_seed0.npz"]
+        spec.checkpoint_path.name, spec.checkpoint_path.name + ".id", "4-4_seed0.npz"]
+    interrupted = (config.out / "runs" / spec.checkpoint_path.name).read_bytes()
     played.clear()
     cut = rp.reproduce(config)
     assert played == list(range(4, 12))  # from the checkpoint after round 3, not from 0
@@ -512,3 +513,17 @@ def test_an_interrupted_reproduce_sweep_resumes_mid_run_with_the_same_arrays(tmp
 
         board = EventAccumulator(str(config.out / "tensorboard" / spec.name)).Reload()
         assert [e.step for e in board.Scalars("reward/swarm_mean")] == list(range(12))
+
+    # the same checkpoint planted where another sweep would look, without the id its run
+    # keeps beside it, is never resumed from: that run starts at round 0, with the same arrays
+    other = rp.ReproduceConfig(out=tmp_path / "planted", **{**settings,
+                                                           "experiments": ("4/4 self-replay",)})
+    path = rp.RunSpec("4/4 self-replay", 0, other).checkpoint_path
+    path.parent.mkdir(parents=True)
+    path.write_bytes(interrupted)
+    played.clear()
+    planted = rp.reproduce(other)
+    assert played[:1] == [0] and len(played) == 12
+    assert_same({k: v for k, v in planted.runs["4/4 self-replay"][0].items() if k != "meta"},
+                {k: v for k, v in whole.runs["4/4 self-replay"][0].items() if k != "meta"},
+                "planted")

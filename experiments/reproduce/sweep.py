@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -68,8 +69,18 @@ def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
     except TypeError as error:
         logger.info("%s: no checkpoints (%s)", spec.name, error)
         return None
-    return Checkpoint(spec.checkpoint_path, every=spec.config.checkpoint_every,
-                      resume=spec.config.resume)
+    # The run's checkpoint carries a random id kept beside it: a checkpoint file at this
+    # computable path that this sweep did not write is never resumed from.
+    path = spec.checkpoint_path
+    id_file = path.with_name(path.name + ".id")
+    resume = spec.config.resume and path.exists() and id_file.exists()
+    if resume:
+        run_id = id_file.read_text()
+    else:
+        run_id = secrets.token_hex(16)
+        id_file.parent.mkdir(parents=True, exist_ok=True)
+        id_file.write_text(run_id)
+    return Checkpoint(path, every=spec.config.checkpoint_every, resume=resume, run_id=run_id)
 
 
 def run_one(spec: RunSpec) -> Path:
