@@ -154,6 +154,38 @@ def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]
     return {a: dict(learned[a] or {}) for a in batches}
 
 
+def is_remote(agent: Any) -> bool:
+    """Whether ``agent`` runs elsewhere: a ``ConcurrentAgent``, or a member of a
+    ``ConcurrentJointActor``."""
+    joint = getattr(agent, "joint_actor", None) if isinstance(agent, JointMember) else None
+    return isinstance(agent, ConcurrentAgent) or isinstance(joint, ConcurrentJointActor)
+
+
+def refuse_malformed(env: Any, agents: Mapping[str, Agent],
+                     observations: Mapping[str, Observation], actions: dict[str, Any]
+                     ) -> dict[str, str]:
+    """Check the actions of remote nodes before the env sees them: one that the env would
+    refuse becomes ``None`` (the node sits the round out, ``sapo_env.churn``) and its error is
+    returned by node (and logged), so one remote node's bad action cannot stop the round for
+    all. A local node's bad action is a bug in the caller's code and still raises in
+    ``env.step``."""
+    from sapo_env.actions import parse_action
+    from sapo_env.churn import is_leave, is_pending
+
+    refused = {}
+    for a, action in actions.items():
+        if action is None or is_leave(action) or is_pending(action) or not is_remote(agents[a]):
+            continue
+        try:
+            parse_action(a, action, len(observations[a]["questions"]), env.config)
+        except ValueError as error:
+            refused[a] = str(error)
+            actions[a] = None
+            logger.warning("%s sent an action the env refuses; it sits this round out: %s",
+                           a, error)
+    return refused
+
+
 def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:
     """``call(*args)``, or ``failed`` when it raises ``NodeFailure`` (logged)."""
     try:

@@ -31,7 +31,14 @@ from collections.abc import Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
-from sapo_env.agent_calls import Agent, ConcurrentAgent, act_all, learn_all, unless_failed
+from sapo_env.agent_calls import (
+    Agent,
+    ConcurrentAgent,
+    act_all,
+    learn_all,
+    refuse_malformed,
+    unless_failed,
+)
 from sapo_env.churn import LEAVE, PENDING
 from sapo_env.runner import RoundRecord, online, with_num_external
 from sapo_env.types import Observation
@@ -67,8 +74,9 @@ class AsyncRounds:
                 actions[a] = unless_failed(a, self.acting.pop(a).result, failed=LEAVE)
             else:
                 actions[a] = PENDING
-        actions = {a: actions[a] for a in env.agents}
-        observations, rewards, _, _, infos = env.step(with_num_external(actions, num_external))
+        actions = with_num_external({a: actions[a] for a in env.agents}, num_external)
+        refused = refuse_malformed(env, self.agents, observations, actions)
+        observations, rewards, _, _, infos = env.step(actions)
         played = online(rewards, infos)
         learned = learn_all(self.agents, {a: observations[a]["batch"] for a in played
                                           if a not in remote})
@@ -78,7 +86,7 @@ class AsyncRounds:
             del self.acting[a]
         learned.update(self._collect(block=False))
         return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
-                           {a: infos[a] for a in played}, learned)
+                           {a: infos[a] for a in played}, learned, refused)
 
     def finish(self) -> dict[str, dict[str, float]]:
         """Wait for the updates still in flight; their metrics."""

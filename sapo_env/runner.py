@@ -55,6 +55,7 @@ from sapo_env.agent_calls import (  # noqa: F401 - the protocols, importable fro
     NodeFailure,
     act_all,
     learn_all,
+    refuse_malformed,
 )
 from sapo_env.checkpoint import Checkpoint
 from sapo_env.churn import is_leave, is_pending
@@ -87,6 +88,9 @@ class RoundRecord:
     rewards: dict[str, float]
     infos: dict[str, dict[str, Any]]
     learn_metrics: dict[str, dict[str, float]]
+    refused: dict[str, str] = field(default_factory=dict)
+    """Remote nodes whose action the env would have refused, with the error: they sat the
+    round out (``sapo_env.agent_calls.refuse_malformed``)."""
 
 
 class Callback:
@@ -255,12 +259,14 @@ def play_round(
     ``num_external`` names the node), the env steps, every node that got a reward learns.
     The record's ``round`` is the round played and its ``observations`` those after the step."""
     round_ = env.round
-    actions = act_all(agents, {a: observations[a] for a in env.agents})
-    observations, rewards, _, _, infos = env.step(with_num_external(actions, num_external))
+    actions = with_num_external(act_all(agents, {a: observations[a] for a in env.agents}),
+                                num_external)
+    refused = refuse_malformed(env, agents, observations, actions)
+    observations, rewards, _, _, infos = env.step(actions)
     played = online(rewards, infos)
     learned = learn_all(agents, {a: observations[a]["batch"] for a in played})
     return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
-                       {a: infos[a] for a in played}, learned)
+                       {a: infos[a] for a in played}, learned, refused)
 
 
 def with_num_external(actions: dict[str, Any], num_external: Mapping[str, int] | None
