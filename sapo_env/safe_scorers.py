@@ -6,7 +6,9 @@ source and evaluates it (``__import__('os').system(...)`` would run; ``9**9**9**
 compute for ever). Every such call reachable from a ``score_answer`` of reasoning-gym 0.1.19
 (found by reading the source, and confirmed by scoring code-shaped answers on every registered
 task with an audit hook on ``exec``) now goes through ``sapo_env.safe_parsing``, which evaluates
-nothing. One paper task is also fixed for cost:
+nothing. One paper task is also fixed for cost. Four scorers are rewritten or wrapped here, so the
+reasoning-gym versions are pinned (0.1.19 to 0.1.25) and a test fails if one of those four
+changes upstream:
 
 =========================  ===============================  =====================================
 task                       reads the answer with            now

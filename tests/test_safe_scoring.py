@@ -482,3 +482,28 @@ def test_the_budget_is_a_setting_checked_like_the_time_limit():
     with pytest.raises(ValueError, match="node_score_budget must be None or a number"):
         sapo_env.SwarmConfig(node_score_budget=0)
     assert sapo_env.SwarmConfig(node_score_budget=None).node_score_budget is None
+
+
+# reasoning-gym 0.1.25: sha256 (first 16 hex digits) of each score_answer that
+# sapo_env.safe_scorers rewrites (the integration and polynomial tasks) or wraps
+# (propositional_logic)
+MIRRORED_SCORERS = {
+    "PropositionalLogicDataset": "5cbc2250d7c9ec68",
+    "SimpleIntegrationDataset": "25c67a197cbef4e2",
+    "IntermediateIntegrationDataset": "8e765c309e3eb03c",
+    "PolynomialMultiplicationDataset": "5d0893d7e0fabb2e",
+}
+
+
+def test_the_scorers_sapo_env_mirrors_are_the_ones_it_was_written_against():
+    """When this fails, reasoning-gym changed a scorer that sapo_env.safe_scorers rewrites or
+    wraps, and the copy would silently diverge: read the new scorer, update the copy, then
+    these digests and the reasoning-gym pin in pyproject.toml."""
+    import hashlib
+    import inspect
+
+    from sapo_env import safe_scorers
+
+    digests = {cls.__name__: hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+               for cls, fn in safe_scorers._ORIGINAL_SCORERS.items()}
+    assert digests == MIRRORED_SCORERS
