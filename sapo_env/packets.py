@@ -4,10 +4,10 @@ A published group (a packet) claims a question, its answer, a ``ref`` from which
 re-derives both, completions, and their rewards and advantages. ``PacketVerifier`` checks a
 packet the way a receiver that trusts nothing would, and names the first thing that is wrong:
 
-``malformed``
-    not a group: missing keys, completions that are not L strings, rewards or advantages that
-    are not L numbers, a ``ref`` that is not ``{task, config, seed, index}`` with integers in
-    range, or a question its generator cannot produce;
+``malformed``, ``oversized``
+    not a group of the packet schema (:mod:`sapo_env.packet_schema`: fields of the wrong
+    type or shape, strings beyond their bounds), a ``task`` other than its ``ref``'s, or a
+    question its generator cannot produce;
 ``unknown_task``
     a ``ref`` whose task and config are none of the swarm's (reasoning-gym is never asked to
     generate from a config a peer chose, which could cost unbounded time or memory);
@@ -60,17 +60,14 @@ from typing import Any
 import numpy as np
 
 from sapo_env.answers import get_extractor
-from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.config import SwarmConfig
+from sapo_env.packet_schema import SCHEMA_REASONS, parse_packet
 from sapo_env.rollouts import group_advantages
 from sapo_env.tasks import redraw, reference_answer, score_completions
 from sapo_env.types import Group
 
-REJECT_REASONS = ("malformed", "unknown_task", "question", "answer", "system_prompt", "rewards",
-                  "advantages", "not_dealt", "duplicate")
-_REF_KEYS = frozenset(("task", "config", "seed", "index"))
-_GROUP_KEYS = ("id", "source", "round", "task", "question", "system_prompt", "answer", "ref",
-               "completions", "rewards", "advantages")
-_MAX_SEED = 2**62  # the env's seeds stay below it (sapo_env.tasks)
+REJECT_REASONS = (*SCHEMA_REASONS, "unknown_task", "question", "answer", "system_prompt",
+                  "rewards", "advantages", "not_dealt", "duplicate")
 # Claimed scores are float32 like the env's; advantages may come from another implementation.
 _REWARD_TOLERANCE, _ADVANTAGE_TOLERANCE = 1e-6, 1e-4
 
@@ -93,54 +90,39 @@ class PacketVerifier:
         self._tasks = {(s.name, _config_key(s.config)) for s in specs}
 
     def check(self, group: Any) -> str | None:
-        """The first reason (of ``REJECT_REASONS``, bar ``duplicate``) to reject ``group``, or
-        None when it is what it claims."""
-        if not isinstance(group, Mapping) or not all(k in group for k in _GROUP_KEYS):
-            return "malformed"
-        reason = self._check_ref(group["ref"])
-        if reason is not None:
-            return reason
-        L = self.config.completions_per_question
-        completions = group["completions"]
-        if not (isinstance(completions, (tuple, list)) and len(completions) == L
-                and all(isinstance(c, str) for c in completions)):
-            return "malformed"
-        claimed = {k: _floats(group[k], L) for k in ("rewards", "advantages")}
-        if any(v is None for v in claimed.values()) or group["task"] != group["ref"]["task"]:
+        """The first reason (of ``REJECT_REASONS``, bar ``not_dealt`` and ``duplicate``) to
+        reject ``group``, or None when it is what it claims. Any value may be passed: it is
+        parsed against the packet schema first (:func:`sapo_env.packet_schema.parse_packet`,
+        whose reasons ``malformed`` and ``oversized`` it returns)."""
+        # the round is the receiver's to stamp (``admit``); the claimed one is never read
+        parsed = parse_packet(group, 0, self.config.completions_per_question,
+                              self.config.max_completion_chars)
+        if isinstance(parsed, str):
+            return parsed
+        ref = parsed["ref"]
+        if (ref["task"], _config_key(ref["config"])) not in self._tasks:
+            return "unknown_task"
+        if parsed["task"] != ref["task"]:
             return "malformed"
         try:  # a forged ref within the swarm's tasks can still hit a generator's bug
-            drawn = redraw(dict(group["ref"]))
+            drawn = redraw(ref)
         except Exception:  # noqa: BLE001 (whatever reasoning-gym raises, the packet is bad)
             return "malformed"
-        if group["question"] != drawn.question["prompt"]:
+        if parsed["question"] != drawn.question["prompt"]:
             return "question"
-        if group["answer"] != reference_answer(drawn.entry):
+        if parsed["answer"] != reference_answer(drawn.entry):
             return "answer"
-        if group["system_prompt"] != self.config.system_prompt:
+        if parsed["system_prompt"] != self.config.system_prompt:
             return "system_prompt"
-        rewards = score_completions(drawn, completions, self._extract,
+        rewards = score_completions(drawn, parsed["completions"], self._extract,
                                     self.config.scoring_limits)
-        if not np.allclose(rewards, claimed["rewards"], rtol=0.0, atol=_REWARD_TOLERANCE):
+        if not np.allclose(rewards, parsed["rewards"], rtol=0.0, atol=_REWARD_TOLERANCE):
             return "rewards"
         advantages = group_advantages(rewards, self.config.advantage_eps)
-        if not np.allclose(advantages, claimed["advantages"], rtol=0.0,
+        if not np.allclose(advantages, parsed["advantages"], rtol=0.0,
                            atol=_ADVANTAGE_TOLERANCE):
             return "advantages"
         return None
-
-    def _check_ref(self, ref: Any) -> str | None:
-        if not isinstance(ref, Mapping) or set(ref) != _REF_KEYS:
-            return "malformed"
-        if not all(_is_int(ref[k], top) for k, top in (("seed", _MAX_SEED),
-                                                         ("index", MAX_QUESTIONS_PER_STREAM))):
-            return "malformed"
-        if not isinstance(ref["config"], Mapping):
-            return "malformed"
-        try:
-            known = (ref["task"], _config_key(ref["config"])) in self._tasks
-        except (TypeError, ValueError):  # not JSON data
-            return "malformed"
-        return None if known else "unknown_task"
 
     def screen(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
                already: Iterable[Group] = (),
@@ -191,19 +173,3 @@ def _key_or_none(group: Any) -> tuple | None:
 
 def _config_key(config: Mapping[str, Any]) -> str:
     return json.dumps(dict(config), sort_keys=True)
-
-
-def _is_int(value: Any, top: int) -> bool:
-    return (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-            and 0 <= value < top)
-
-
-def _floats(value: Any, length: int) -> np.ndarray | None:
-    """``value`` as ``length`` finite floats, or None."""
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if array.shape != (length,) or not np.isfinite(array).all():
-        return None
-    return array
