@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
-from sapo_env.churn import LEAVE
+from sapo_env.actions import parse_action
+from sapo_env.churn import LEAVE, is_leave, is_pending
 from sapo_env.types import Action, Group, Observation
 
 logger = logging.getLogger(__name__)
@@ -169,9 +170,6 @@ def refuse_malformed(env: Any, agents: Mapping[str, Agent],
     returned by node (and logged), so one remote node's bad action cannot stop the round for
     all. A local node's bad action is a bug in the caller's code and still raises in
     ``env.step``."""
-    from sapo_env.actions import parse_action
-    from sapo_env.churn import is_leave, is_pending
-
     refused = {}
     for a, action in actions.items():
         if action is None or is_leave(action) or is_pending(action) or not is_remote(agents[a]):
