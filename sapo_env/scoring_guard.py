@@ -169,7 +169,8 @@ def guarded_scores(
     """``score(extract(completion))`` of each completion as float32, 0 for each one that failed
     or that ``budget`` (its node's, when given) no longer covers, counted by reason in
     ``failures`` when given (see the module docstring)."""
-    use_timer = _timer_usable(limits.time_limit)
+    spent = budget is not None and budget.seconds <= 0  # nothing to score: no timer
+    use_timer = not spent and _timer_usable(limits.time_limit)
     if use_timer:
         previous = signal.signal(signal.SIGALRM, _TIMER.handler)
         tick = TICK * min(limits.time_limit, budget.seconds if budget else math.inf)
