@@ -15,12 +15,17 @@ from sapo_env.packet_schema import GROUP_FIELDS, admit, parse_packet
 L = 8
 
 
+def answering_1(observations, num_external):
+    """Every node answers "1" to every question, L times, and asks for ``num_external``."""
+    return {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
+                "num_external": num_external} for a, o in observations.items()}
+
+
 @pytest.fixture(scope="module")
 def honest_group():
     env = sapo_env.parallel_env(n=2, max_rounds=3)
     observations, _ = env.reset(seed=0)
-    actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
-                   "num_external": 0} for a, o in observations.items()}
+    actions = answering_1(observations, num_external=0)
     observations, *_ = env.step(actions)
     return dict(observations["node_0"]["pool"][0])
 
@@ -139,8 +144,7 @@ def test_a_forged_packet_never_stops_the_run(monkeypatch, forge, harmless):
     env = sapo_env.parallel_env(n=3, max_rounds=4, adversaries={"node_2": "forge_rewards"})
     observations, _ = env.reset(seed=1)
     for round_ in range(4):
-        actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
-                       "num_external": 2} for a, o in observations.items()}
+        actions = answering_1(observations, num_external=2)
         observations, rewards, _, _, infos = env.step(actions)
         assert set(rewards) == {"node_0", "node_1", "node_2"}
         from_attacker = [g for g in observations["node_0"]["pool"] if g["source"] == "node_2"]
@@ -162,8 +166,7 @@ def _run_with_attacker(monkeypatch, forge, rounds=3, n=4):
     observations, _ = env.reset(seed=2)
     seen = []
     for _ in range(rounds):
-        actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
-                       "num_external": 2} for a, o in observations.items()}
+        actions = answering_1(observations, num_external=2)
         sent = len(observations["node_3"]["questions"])  # one group per question it answers
         observations, _, _, _, infos = env.step(actions)
         seen.append((observations["node_0"]["pool"], infos, sent))
@@ -183,8 +186,7 @@ def test_a_replay_of_other_nodes_groups_under_the_senders_name_is_rejected(monke
     env = sapo_env.parallel_env(n=4, max_rounds=3, adversaries={"node_3": "forge_rewards"})
     observations, _ = env.reset(seed=2)
     for _ in range(3):
-        actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
-                       "num_external": 2} for a, o in observations.items()}
+        actions = answering_1(observations, num_external=2)
         # each group node_3 publishes is followed by the copies
         replayed = len(observations["node_3"]["questions"]) * len(stolen)
         observations, _, _, _, infos = env.step(actions)
@@ -222,8 +224,7 @@ def test_the_verifier_names_the_reason():
 
     env = sapo_env.parallel_env(n=2, max_rounds=2)
     observations, _ = env.reset(seed=0)
-    actions = {a: {"completions": [["<answer>1</answer>"] * L] * len(o["questions"]),
-                   "num_external": 0} for a, o in observations.items()}
+    actions = answering_1(observations, num_external=0)
     dealt = {a: [q["ref"] for q in o["questions"]] for a, o in observations.items()}
     observations, *_ = env.step(actions)
     group = observations["node_0"]["pool"][0]
