@@ -164,10 +164,9 @@ _PLAIN_DATA = frozenset({
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
     ("builtins", "bytearray"), ("collections", "OrderedDict"),
     ("numpy", "dtype"), ("numpy", "ndarray"),
-    *((core, name) for core in ("numpy.core.numeric", "numpy._core.numeric")
-      for name in ("_frombuffer",)),
-    *((core, name) for core in ("numpy.core.multiarray", "numpy._core.multiarray")
-      for name in ("_reconstruct", "scalar")),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
 })
 
 
