@@ -1,7 +1,7 @@
 """``GRPOConfig``: the hyperparameters of a :class:`~agents.grpo.GRPOAgent`.
 
 Every field is documented beside it (its meaning, the reference behind its default and how it
-interacts with the others), grouped as in the README: generation, objective, optimizer,
+interacts with the others), grouped as in docs/language-models.md: generation, objective, optimizer,
 memory, LoRA, hardware. Defaults are the SAPO paper's or its reference code's (genrl, with
 TRL's ``GRPOTrainer`` where genrl is silent). Invalid values raise ``ValueError`` naming the
 field and the value.

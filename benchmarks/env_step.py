@@ -124,8 +124,8 @@ def report(results: list[dict], rounds: int, load: tuple[float, float]) -> str:
         f"start and {load[1]:.1f} at the end; median process CPU time over {rounds} "
         "rounds (a sixth of that at n=512), canned completions of ~300 characters, half right; "
         "the paper's protocol at 4/4 (each node answers 4 questions). Protections: the "
-        "per-completion time and answer-size limits and the safe scorers (README, \"Untrusted "
-        "text\"); \"off\": no time limit and reasoning-gym's own scorers.",
+        "per-completion time and answer-size limits and the safe scorers (docs/environment.md, "
+        "\"Untrusted text\"); \"off\": no time limit and reasoning-gym's own scorers.",
         "",
         "| n | protections | completions/round | env.step (ms) | reasoning-gym alone (ms) | "
         "step / rg | per node (ms) |",

@@ -223,7 +223,7 @@ class SwarmConfig:
     """Most groups the pool holds; the oldest are evicted first. None: no bound beyond the
     window."""
 
-    # --- hostile nodes and defenses (README "Hostile nodes") ------------------------------
+    # --- hostile nodes and defenses (docs/hostile-nodes.md) -----------------------------
     adversaries: Mapping[str, TransportAttack] | None = None
     """Nodes whose published groups are forged on the way to the pool, as a node building its
     own packets could send them: node -> ``"forge_rewards"``, ``"forge_metadata"`` or

@@ -21,7 +21,7 @@ Arguments (of ``parallel_env``, ``raw_env`` and ``env``):
     **overrides: any ``SwarmConfig`` field, e.g. ``train_budget=8, pool_window=4``;
         ``max_cycles`` is accepted as PettingZoo's name for ``max_rounds``.
 
-Observation, action and reward of a node: see ``sapo_env.types`` and the README.
+Observation, action and reward of a node: see ``sapo_env.types`` and docs/environment.md.
 
 Example::
 
