@@ -86,6 +86,30 @@ class TinyLearners:
     torch_threads: int | None = 1
     """torch threads of the process: models this small run fastest on one thread, and a
     sweep runs one run per core (None: torch's default)."""
+    dtype: str = "auto"
+    """Compute dtype of acting and learning: ``"auto"`` (``GRPOConfig``'s: float32 on a CPU,
+    bfloat16 on a GPU), ``"float32"``, ``"bfloat16"``, or ``"fast"``: bfloat16 where this
+    machine multiplies it natively (a GPU, or a CPU with AVX512-BF16 or AMX), else float32.
+    In bfloat16 the matrix products run under autocast while weights and Adam's moments stay
+    float32: 1.7x faster a run on this project's CPUs (BENCHMARKS.md, "The main job"), but
+    rounded otherwise than the float32 runs in docs/tiny-reproduce/, so not the same runs.
+    The warm starts are float32 whatever this says."""
+
+    def compute_dtype(self) -> str:
+        """``dtype`` resolved for this machine: ``"fast"`` becomes ``"bfloat16"`` or
+        ``"float32"``; the others are returned as they are."""
+        if self.dtype != "fast":
+            return self.dtype
+        import torch
+
+        if torch.cuda.is_available():
+            return "bfloat16"
+        try:  # oneDNN's check for native bfloat16 instructions (AVX512-BF16, AMX)
+            native = torch.backends.mkldnn.is_available() and bool(
+                torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            native = False
+        return "bfloat16" if native else "float32"
 
     def warm_start_configs(self) -> list[Any]:
         """The warm start of each specialty."""
@@ -125,7 +149,7 @@ class TinyLearners:
 
         config = GRPOConfig(max_new_tokens=self.max_new_tokens, learning_rate=self.learning_rate,
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
-                            torch_threads=self.torch_threads)
+                            torch_threads=self.torch_threads, dtype=self.compute_dtype())
         agents = tiny_nodes(self.warm_starts(), config, num_external, seed.spawn(len(names)))
         return batched_swarm(agents, names) if self.batched else agents
 

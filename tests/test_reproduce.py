@@ -89,10 +89,36 @@ def test_the_tiny_learner_has_its_own_full_and_quick_sweeps():
     assert tiny.experiments == tuple(e.label for e in rp.EXPERIMENTS)
     quick = rp.ReproduceConfig(learner="tiny", quick=True)
     assert (quick.experiments, quick.rounds, quick.seeds, str(quick.out)) == (
-        ("8/0", "4/4"), 40, 3, "out/reproduce-tiny-quick")
+        ("8/0", "4/4"), 40, 4, "out/reproduce-tiny-quick")
     assert rp.ReproduceConfig(learner="tiny", quick=True, experiments=("2/6",),
                               seeds=5).experiments == ("2/6",)
     assert rp.ReproduceConfig(quick=True).experiments == rp.ReproduceConfig().experiments
+
+
+def test_tiny_dtype_reaches_the_agents_and_fast_is_resolved_per_machine(monkeypatch):
+    """--tiny-dtype goes to every node's GRPOConfig; "fast" is bfloat16 exactly where oneDNN
+    says the CPU multiplies bfloat16 natively, float32 elsewhere; the others pass through."""
+    torch = pytest.importorskip("torch")
+    from experiments.learners import TinyLearners
+
+    args = rp_cli.build_parser().parse_args(["--learner", "tiny", "--tiny-dtype", "bfloat16"])
+    assert rp_cli.config_from_args(args).tiny.dtype == "bfloat16"
+    assert rp_cli.config_from_args(rp_cli.build_parser().parse_args([])).tiny.dtype == "auto"
+    for dtype in ("auto", "float32", "bfloat16"):
+        assert TinyLearners(dtype=dtype).compute_dtype() == dtype
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for native, expected in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda n=native: n)
+        assert TinyLearners(dtype="fast").compute_dtype() == expected
+    # what the nodes are built with (warm starts and models left out: only the config matters)
+    import agents.tiny.warm_start as warm_start
+
+    built = []
+    monkeypatch.setattr(TinyLearners, "warm_starts", lambda self, jobs=1: [])
+    monkeypatch.setattr(warm_start, "tiny_nodes", lambda paths, config, *a: built.append(config)
+                        or [])
+    TinyLearners(dtype="fast", batched=False)(["node_0"], 4, np.random.SeedSequence(0))
+    assert built[0].dtype == "float32"  # native is False since the last monkeypatch
 
 
 def test_mean_ci():
@@ -147,7 +173,7 @@ def test_verdict_says_what_the_table_cannot_tell():
     assert "One seed" in rp.verdict(rows, rp.ReproduceConfig(seeds=1))
     # the tiny learner's quick run is long enough to decide: it says which ratios it does
     tiny = rp.verdict(rows, rp.ReproduceConfig(learner="tiny", quick=True))
-    assert tiny.startswith("This is the quick run (40 rounds x 3 seeds)")
+    assert tiny.startswith("This is the quick run (40 rounds x 4 seeds)")
     assert "4/4 (1.40)" in tiny and "Not distinguishable" in tiny
 
 

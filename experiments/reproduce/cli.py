@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--tiny-max-grad-norm", type=float, default=d.tiny.max_grad_norm,
                         help="tiny learner: gradient-norm clipping, 0 for none (default "
                              f"{d.tiny.max_grad_norm})")
+    parser.add_argument("--tiny-dtype", choices=("auto", "float32", "bfloat16", "fast"),
+                        default=d.tiny.dtype,
+                        help="tiny learner: compute dtype; bfloat16 autocasts the matrix "
+                             "products (weights stay float32); fast: bfloat16 where the CPU "
+                             "or GPU computes it natively, else float32 (default "
+                             f"{d.tiny.dtype}: float32 on a CPU)")
     parser.add_argument("--model", default=None,
                         help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
@@ -53,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              + ", ".join(repr(e.label) for e in EXPERIMENTS))
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"seeds per configuration (default {FULL['seeds']}; quick "
-                             f"{QUICK['seeds']})")
+                             f"{QUICK['seeds']}; tiny quick {TINY_QUICK['seeds']})")
     parser.add_argument("--base-seed", type=int, default=d.base_seed, help="root seed")
     parser.add_argument("--rounds", type=int, default=None,
                         help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']}; "
@@ -103,7 +109,7 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
                     else learners.load(args.learner)),
         "tiny": learners.TinyLearners(
             specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
-            max_grad_norm=args.tiny_max_grad_norm or None),
+            max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype),
         "model": args.model, "base_seed": args.base_seed,
         "protocol": args.protocol,
         "n_agents": args.nodes, "jobs": args.jobs, "quick": args.quick,

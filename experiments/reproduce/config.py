@@ -64,10 +64,10 @@ TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
                              "experiments": ALL_LABELS}
 """The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
 (about 10 minutes a run on one core; 2000 rounds would take a day for 18 runs on 2 cores)."""
-TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 3, "held_out_every": 40,
+TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
                               "held_out_questions": 16, "out": "out/reproduce-tiny-quick",
                               "experiments": ("8/0", "4/4")}
-"""The tiny learner's quick run (``make demo``): 8/0 against 4/4 for 40 rounds, 3 seeds."""
+"""The tiny learner's quick run (``make demo``): 8/0 against 4/4 for 40 rounds, 4 seeds."""
 
 
 def presets(learner: Any, quick: bool) -> dict[str, Any]:
@@ -103,8 +103,8 @@ class ReproduceConfig:
     them (sapo-env's protocol before 0.2, kept for comparison). The oversampled control draws
     16 under both."""
     seeds: int | None = None
-    """Seeds per configuration (None: 3, sim quick 2). Seed k is the same across configurations,
-    so ratios to 8/0 are paired."""
+    """Seeds per configuration (None: 3, sim quick 2, tiny quick 4). Seed k is the same
+    across configurations, so ratios to 8/0 are paired."""
     base_seed: int = 0
     """Root of every seed of the sweep."""
     rounds: int | None = None

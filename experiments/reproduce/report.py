@@ -109,9 +109,10 @@ def format_value(value: float | None, ci: float | None = None, digits: int = 1) 
 
 def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
     tiny = config.tiny
+    autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
     learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
                "tiny": f"tiny transformer specialists ({' / '.join(tiny.specialties)}, "
-                       f"GRPO lr {tiny.learning_rate:g})"}.get(
+                       f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
         config.learner if isinstance(config.learner, str) else "",
         f"agents of {describe(config.agent_factory())}")
     seeds = seeds_text(config)
