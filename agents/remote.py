@@ -69,6 +69,9 @@ class _Node:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.agent, method)(*args, **kwargs)
 
+    def ready(self) -> None:
+        """Answers once the actor is built (its calls run after ``__init__``)."""
+
 
 class RemoteAgent:
     """A handle on an agent that lives in a Ray actor (see the module docstring)."""
@@ -98,6 +101,10 @@ class RemoteAgent:
 
     def submit_learn(self, batch: Sequence[Group]) -> Future:
         return self.submit("learn", batch)
+
+    def submit_ready(self) -> Future:
+        """A future that resolves once the actor has built its agent."""
+        return _future(self.actor.ready.remote())
 
     def act(self, observation: Observation) -> Action:
         return self.call("act", observation)

@@ -10,7 +10,8 @@ node's agent for a round, starting the remote ones first so that they all work a
   models whose forward passes are batched across nodes, ``agents.tiny.batched_swarm``) learns
   for all of them in one call too.
 - A ``ConcurrentAgent`` runs elsewhere (a Ray actor, ``agents.remote.remote``):
-  ``submit_act``/``submit_learn`` start a call and return a ``concurrent.futures.Future``.
+  ``submit_act``/``submit_learn`` start a call and return a ``concurrent.futures.Future``;
+  ``submit_ready`` a future that resolves once the node is up.
 - A ``ConcurrentJointActor`` runs several nodes elsewhere (``agents.remote.remote_joint``):
   ``submit_act_jointly``/``submit_learn_jointly`` start one call for all its nodes, so a round
   costs two remote calls per actor however many nodes it holds.
@@ -77,11 +78,15 @@ class JointMember(Agent, Protocol):
 class ConcurrentAgent(Agent, Protocol):
     """An agent that runs elsewhere (a Ray actor: ``agents.remote``): ``submit_act`` and
     ``submit_learn`` start the call and return a ``concurrent.futures.Future`` of its result,
-    so the runner starts every such node's call before it waits for any."""
+    so the runner starts every such node's call before it waits for any. ``submit_ready``'s
+    future resolves once the node is built and answers calls: an asynchronous run waits for
+    it before its first round, so start-up does not count against a deadline."""
 
     def submit_act(self, observation: Observation) -> Future: ...
 
     def submit_learn(self, batch: Sequence[Group]) -> Future: ...
+
+    def submit_ready(self) -> Future: ...
 
 
 class NodeFailure(RuntimeError):
@@ -162,26 +167,51 @@ def is_remote(agent: Any) -> bool:
     return isinstance(agent, ConcurrentAgent) or isinstance(joint, ConcurrentJointActor)
 
 
-def refuse_malformed(env: Any, agents: Mapping[str, Agent],
-                     observations: Mapping[str, Observation], actions: dict[str, Any]
-                     ) -> dict[str, str]:
-    """Check the actions of remote nodes before the env sees them: one that the env would
-    refuse becomes ``None`` (the node sits the round out, ``sapo_env.churn``) and its error is
-    returned by node (and logged), so one remote node's bad action cannot stop the round for
-    all. A local node's bad action is a bug in the caller's code and still raises in
-    ``env.step``."""
-    refused = {}
-    for a, action in actions.items():
-        if action is None or is_leave(action) or is_pending(action) or not is_remote(agents[a]):
-            continue
-        try:
-            parse_action(a, action, len(observations[a]["questions"]), env.config)
-        except ValueError as error:
-            refused[a] = str(error)
-            actions[a] = None
-            logger.warning("%s sent an action the env refuses; it sits this round out: %s",
-                           a, error)
-    return refused
+class Refusals:
+    """Check the actions of remote nodes before the env sees them, round after round.
+
+    :meth:`screen` turns an action the env would refuse into ``None`` (the node sits the round
+    out, ``sapo_env.churn``) and returns the errors by node (also logged), so one remote node's
+    bad action cannot stop the round for all. A node refused ``limit`` rounds in a row is
+    removed instead (its action becomes ``{"leave": True}``): a node that keeps sending what
+    the env refuses is broken or hostile, and keeps costing every round a check. An accepted
+    action resets its count; a round it sits out (offline, pending) leaves it as it is.
+    ``limit`` None never removes. A local node's bad action is a bug in the caller's code and
+    still raises in ``env.step``."""
+
+    def __init__(self, limit: int | None = 3):
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise ValueError(f"remove_after_refusals must be an int >= 1 or None, got {limit!r}")
+        self.limit = limit
+        self.in_a_row: dict[str, int] = {}  #: remote node -> rounds refused in a row
+
+    def screen(self, env: Any, agents: Mapping[str, Agent],
+               observations: Mapping[str, Observation], actions: dict[str, Any]
+               ) -> dict[str, str]:
+        """Refuse, in place, the remote nodes' actions the env would refuse; the errors."""
+        refused = {}
+        for a, action in actions.items():
+            if action is None or is_leave(action) or is_pending(action) \
+                    or not is_remote(agents[a]):
+                continue
+            try:
+                parse_action(a, action, len(observations[a]["questions"]), env.config)
+            except ValueError as error:
+                refused[a] = str(error)
+                self.in_a_row[a] = self.in_a_row.get(a, 0) + 1
+                if self.limit is not None and self.in_a_row[a] >= self.limit:
+                    actions[a] = LEAVE
+                    refused[a] += f" (refused {self.in_a_row[a]} rounds in a row: removed)"
+                    logger.warning("%s is removed from the swarm: its action was refused %d "
+                                   "rounds in a row; the last: %s", a, self.in_a_row[a], error)
+                else:
+                    actions[a] = None
+                    logger.warning("%s sent an action the env refuses; it sits this round "
+                                   "out: %s", a, error)
+            else:
+                self.in_a_row.pop(a, None)
+        return refused
 
 
 def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:

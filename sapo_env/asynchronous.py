@@ -22,6 +22,10 @@ What it changes:
   bit for bit. When every node makes every deadline, it is the synchronous run.
 - No checkpoints (their state would miss the work in flight).
 - A node whose act raises ``NodeFailure`` (its actor died) leaves, as in synchronous rounds.
+
+Before the first round the run waits for every remote node to be up (``submit_ready``), at
+most ``startup_timeout`` seconds, so that starting an actor (a process, a model load) does not
+count against round 0's deadline; a node still not up after it plays round 0 as pending.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from typing import Any
 from sapo_env.agent_calls import (
     Agent,
     ConcurrentAgent,
+    Refusals,
     act_all,
     learn_all,
-    refuse_malformed,
     unless_failed,
 )
 from sapo_env.churn import LEAVE, PENDING
@@ -48,21 +52,27 @@ class AsyncRounds:
     """Plays a run's rounds with a deadline (see the module docstring); holds the calls in
     flight from one round to the next."""
 
-    def __init__(self, agents: Mapping[str, Agent], deadline: float):
+    def __init__(self, agents: Mapping[str, Agent], deadline: float,
+                 refusals: Refusals | None = None, startup_timeout: float = 600.0):
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
             raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
         if not any(isinstance(a, ConcurrentAgent) for a in agents.values()):
             raise ValueError("deadline applies to remote nodes (agents.remote: ConcurrentAgent"
                              "s), which it waits for at most that long; none of the agents is one")
         self.agents, self.deadline = agents, float(deadline)
+        self.refusals = refusals or Refusals()
+        self.startup_timeout, self.started = startup_timeout, False
         self.acting: dict[str, Future] = {}  # remote node -> its act in flight
         self.learning: list[tuple[str, Future]] = []  # remote updates in flight
 
     def play(self, env: Any, observations: Mapping[str, Observation],
              num_external: Mapping[str, int] | None = None) -> RoundRecord:
         """One round (``sapo_env.runner.play_round``'s contract, with the deadline)."""
-        round_, began = env.round, time.monotonic()
         remote = [a for a in env.agents if isinstance(self.agents[a], ConcurrentAgent)]
+        if not self.started:
+            wait([self.agents[a].submit_ready() for a in remote], timeout=self.startup_timeout)
+            self.started = True
+        round_, began = env.round, time.monotonic()
         for a in remote:
             if a not in self.acting:
                 self.acting[a] = self.agents[a].submit_act(observations[a])
@@ -75,7 +85,7 @@ class AsyncRounds:
             else:
                 actions[a] = PENDING
         actions = with_num_external({a: actions[a] for a in env.agents}, num_external)
-        refused = refuse_malformed(env, self.agents, observations, actions)
+        refused = self.refusals.screen(env, self.agents, observations, actions)
         observations, rewards, _, _, infos = env.step(actions)
         played = online(rewards, infos)
         learned = learn_all(self.agents, {a: observations[a]["batch"] for a in played

@@ -53,9 +53,9 @@ from sapo_env.agent_calls import (  # noqa: F401 - the protocols, importable fro
     JointActor,
     JointMember,
     NodeFailure,
+    Refusals,
     act_all,
     learn_all,
-    refuse_malformed,
 )
 from sapo_env.checkpoint import Checkpoint
 from sapo_env.churn import is_leave, is_pending
@@ -90,7 +90,8 @@ class RoundRecord:
     learn_metrics: dict[str, dict[str, float]]
     refused: dict[str, str] = field(default_factory=dict)
     """Remote nodes whose action the env would have refused, with the error: they sat the
-    round out (``sapo_env.agent_calls.refuse_malformed``)."""
+    round out, or were removed after ``remove_after_refusals`` such rounds in a row
+    (``sapo_env.agent_calls.Refusals``)."""
 
 
 class Callback:
@@ -159,6 +160,7 @@ def run(
     ratio_policies: Mapping[str, RatioPolicy] | None = None,
     checkpoint: Checkpoint | None = None,
     deadline: float | None = None,
+    remove_after_refusals: int | None = 3,
 ) -> History:
     """Reset ``env`` and run ``rounds`` rounds (default: until every node is truncated).
 
@@ -171,13 +173,17 @@ def run(
     ``path`` when the file exists (:mod:`sapo_env.checkpoint`): the same ``History`` as
     without the interruption, bit for bit. ``deadline`` (seconds) makes the rounds
     asynchronous: a round waits at most that long for the remote nodes, and those not done
-    play it as pending (:mod:`sapo_env.asynchronous`).
+    play it as pending (:mod:`sapo_env.asynchronous`). A remote node whose action the env
+    would refuse sits the round out (``RoundRecord.refused`` has the error), and is removed
+    after ``remove_after_refusals`` such rounds in a row (None: never); a local node's bad
+    action raises, since it is a bug in the caller's code.
     """
     agents = _by_name(env, agents)
+    refusals = Refusals(remove_after_refusals)
     if deadline is not None:
         from sapo_env.asynchronous import AsyncRounds  # built on this module: imported here
 
-        asynchronous = AsyncRounds(agents, deadline)
+        asynchronous = AsyncRounds(agents, deadline, refusals)
     policies = dict(ratio_policies or {})
     unknown = sorted(set(policies) - set(env.possible_agents))
     if unknown:
@@ -223,7 +229,7 @@ def run(
             history.generated = generated[:t]
             break
         chosen = {a: policies[a].choose(observations[a]) for a in env.agents if a in policies}
-        record = play_round(env, agents, observations, chosen) if deadline is None \
+        record = play_round(env, agents, observations, chosen, refusals) if deadline is None \
             else asynchronous.play(env, observations, chosen)
         observations, infos = record.observations, record.infos
         for a, r in record.rewards.items():
@@ -254,14 +260,17 @@ def play_round(
     agents: Mapping[str, Agent],
     observations: Mapping[str, Observation],
     num_external: Mapping[str, int] | None = None,
+    refusals: Refusals | None = None,
 ) -> RoundRecord:
     """One round: every live node acts (its action's ``num_external`` replaced where
     ``num_external`` names the node), the env steps, every node that got a reward learns.
-    The record's ``round`` is the round played and its ``observations`` those after the step."""
+    The record's ``round`` is the round played and its ``observations`` those after the step.
+    ``refusals`` screens the remote nodes' actions and counts refusals across rounds (None:
+    a fresh ``Refusals()``, which counts this round only)."""
     round_ = env.round
     actions = with_num_external(act_all(agents, {a: observations[a] for a in env.agents}),
                                 num_external)
-    refused = refuse_malformed(env, agents, observations, actions)
+    refused = (refusals or Refusals()).screen(env, agents, observations, actions)
     observations, rewards, _, _, infos = env.step(actions)
     played = online(rewards, infos)
     learned = learn_all(agents, {a: observations[a]["batch"] for a in played})

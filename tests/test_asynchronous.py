@@ -115,6 +115,9 @@ class Gated:
     def submit_learn(self, batch) -> Future:
         return self.worker.submit(self.inner.learn, batch)
 
+    def submit_ready(self) -> Future:
+        return self.worker.submit(lambda: None)
+
     def act(self, observation):
         return self.submit_act(observation).result()
 
@@ -182,6 +185,25 @@ def test_a_node_that_dies_leaves_the_swarm_and_the_run_goes_on(deadline, caplog)
     assert "node_1 failed and is removed from the swarm" in caplog.text
     assert np.isnan(history.rewards[2:, 1]).all() and not np.isnan(history.rewards[:2, 1]).any()
     assert not np.isnan(history.rewards[:, [0, 2]]).any()
+
+
+class StartsSlowly(Gated):
+    """A ``Gated`` node whose actor takes ``seconds`` to start: every call waits behind it."""
+
+    def __init__(self, inner, seconds: float):
+        super().__init__(inner)
+        self.worker.submit(threading.Event().wait, seconds)
+
+
+def test_start_up_does_not_count_against_the_first_deadline():
+    """Each node takes 1.5 s to start, the deadline is 0.3 s: the run waits for the start-ups
+    (``submit_ready``) before round 0's deadline begins, so every node plays round 0 (without
+    the wait all three would be pending). Acting itself takes microseconds."""
+    env = sapo_env.parallel_env(n=3, max_rounds=1)
+    nodes = [StartsSlowly(DemonstratorAgent(accuracy=0.5, seed=i), seconds=1.5)
+             for i in range(3)]
+    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=0.3)
+    assert not np.isnan(history.rewards[0]).any()
 
 
 def test_a_bug_in_a_node_is_not_a_node_failure():
