@@ -14,14 +14,18 @@ argument of the env, not a ``SwarmConfig`` field, and a state or checkpoint does
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from sapo_env.answers import AnswerExtractor
-from sapo_env.scoring_guard import ScoreBudget, ScoringLimits, no_failures
+from sapo_env.process_scoring import ProcessScoring
+from sapo_env.scoring_guard import ScoreBudget, ScoringLimits, no_failures, timer_works
 from sapo_env.tasks import DrawnQuestion, dataset_for
+
+logger = logging.getLogger(__name__)
 
 #: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions,
 #: the index of the node whose completions they are).
@@ -37,13 +41,31 @@ class Scoring(Protocol):
               extract: AnswerExtractor, limits: ScoringLimits, owners: Sequence[int],
               node_budget: float | None) -> list[tuple[np.ndarray, dict[str, int]]]: ...
 
+    def close(self) -> None:
+        """Release what it holds (processes); it can still score after."""
+
 
 class LocalScoring:
-    """In the env's process, one question after another (the default)."""
+    """In the env's process, one question after another (the default); where the time limits
+    cannot be enforced in the calling thread (``scoring_guard.timer_works``: another thread,
+    another interval timer running), in a child process that is killed when a node overruns
+    its budget (``sapo_env.process_scoring``), with the same scores."""
+
+    def __init__(self) -> None:
+        self.isolated = ProcessScoring()
 
     def score(self, drawn, completions, extract, limits, owners, node_budget):
+        limited = limits.time_limit is not None or node_budget is not None
+        if limited and not timer_works():
+            if not self.isolated.used:
+                logger.warning("scoring in a child process: the time limits need the main "
+                            "thread's interval timer, which is not available here")
+            return self.isolated.score(drawn, completions, extract, limits, owners, node_budget)
         jobs = [(d, texts, owner) for d, texts, owner in zip(drawn, completions, owners)]
         return _score_all(jobs, extract, limits, node_budget)
+
+    def close(self) -> None:
+        self.isolated.close()
 
 
 def _score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
@@ -91,6 +113,9 @@ class RayScoring:
         parts = [self._task.remote(jobs[a:b], extract, limits, node_budget)
                  for a, b in zip(bounds[:-1], bounds[1:])]
         return [result for part in ray.get(parts) for result in part]
+
+    def close(self) -> None:
+        """Nothing to release: Ray owns its workers."""
 
 
 def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],

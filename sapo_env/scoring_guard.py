@@ -31,10 +31,11 @@ Python only runs signal handlers between bytecodes and in C code that checks for
 (CPython's big-integer power and ``re`` do; a single huge multiplication does not): C code that
 never checks cannot be interrupted, which is why ``sapo_env.safe_parsing`` bounds numbers before
 computing them and answers are bounded in size. Signals exist only in the main thread of the
-main interpreter on POSIX systems: scoring in another thread (a thread pool, some Ray actors)
-or on Windows runs **without a time limit** (logged once); the other protections still apply.
-An interval timer that is already running (someone else's alarm) is left alone, and that
-question is scored without a time limit.
+main interpreter on POSIX systems: where the timer cannot run (another thread, someone else's
+interval timer already running, Windows), the env scores in a child process that it kills
+when a node overruns its budget (``sapo_env.process_scoring``, chosen by
+``round_scoring.LocalScoring``). Called directly there, ``guarded_scores`` scores **without a
+time limit** (logged once); the other protections still apply.
 
 **Memory** is bounded only indirectly: by the answer size limit, by the numeric bounds of the
 safe parsers, and by the time limit (a scorer cannot allocate for longer than that). There is
@@ -138,6 +139,15 @@ class _Timer:
 
 
 _TIMER = _Timer()
+
+
+def timer_works() -> bool:
+    """Whether the time limits can be enforced here: POSIX interval timers, the main thread,
+    and no other interval timer running (``round_scoring.LocalScoring`` scores in a child
+    process where they cannot)."""
+    return (hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
 
 
 def _timer_usable(limit: float | None) -> bool:

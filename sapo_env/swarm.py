@@ -16,8 +16,7 @@ Arguments (of ``parallel_env``, ``raw_env`` and ``env``):
     n: number of nodes (``SwarmConfig.n_agents``), default 8.
     config: a ``SwarmConfig``; defaults are the paper's.
     render_mode: None or ``"ansi"`` (``render()`` returns a round summary).
-    scoring: where rounds are scored: in process (None) or ``RayScoring(workers=2)``
-        (``sapo_env.round_scoring``).
+    scoring: None (in process) or ``RayScoring(workers=2)`` (``sapo_env.round_scoring``).
     **overrides: any ``SwarmConfig`` field, e.g. ``train_budget=8, pool_window=4``;
         ``max_cycles`` is accepted as PettingZoo's name for ``max_rounds``.
 
@@ -373,7 +372,8 @@ class SwarmEnv(ParallelEnv):
         return round_table(self._last_round, self.round, len(self.agents), self.config)
 
     def close(self) -> None:
-        """Nothing to release: the env holds no processes, files or devices."""
+        """End the scoring child process, if one was started (``sapo_env.process_scoring``)."""
+        self._scoring.close()
 
 
 def _make_config(n: int | None, config: SwarmConfig | None, overrides: dict[str, Any]
