@@ -1,8 +1,8 @@
-"""Benchmark: resident memory of a long simulated run, against issue 12's goal.
+"""Benchmark: resident memory of a long simulated run, against its target.
 
 Run by hand (not a test):  python benchmarks/long_run.py [--rounds 100000] [--write]
 
-Goal: over 100,000 rounds of 8 simulated learners (paper defaults, 4/4), the process's resident
+Target: over 100,000 rounds of 8 simulated learners (paper defaults, 4/4), the process's resident
 memory after warm-up grows by no more than 5%. The loop is ``sapo_env.play_round``, the round
 that ``sapo_env.run`` plays, without ``run``'s ``History``, which keeps every round's infos on
 purpose (for 100,000 rounds of 8 nodes that is the run's record, not a leak: see the note

@@ -2,7 +2,7 @@
 
 Run by hand (not a test):  python benchmarks/ray_nodes.py [--rounds 6] [--write]
 
-Two measures of issue 13, on a local ``ray.init(num_cpus=2)``:
+Two measures of running nodes as Ray actors, on a local ``ray.init(num_cpus=2)``:
 
 - **Speed-up of 2 workers over 1, tiny-LM nodes**: 2 GRPO nodes on a small Llama built from a
   config (tests/tiny_lm.py at hidden size 256, 96 new tokens, one torch thread each), run in

@@ -1,8 +1,8 @@
-"""Benchmark: a swarm of simulated learners, env included, against issue 4's goal.
+"""Benchmark: a swarm of simulated learners, env included, against its target.
 
 Run by hand (not a test):  python benchmarks/sim_swarm.py [--rounds 2000] [--write]
 
-Goal: 8 nodes x 2000 rounds at the paper defaults in <= 60 s on one core, env included.
+Target: 8 nodes x 2000 rounds at the paper defaults in <= 60 s on one core, env included.
 Measures one 4/4 run of ``agents.simulated`` learners in the real env and reports the wall time,
 and the share of it spent in the learners' ``act`` and ``learn`` (timed around each call).
 

@@ -32,8 +32,8 @@ reward, tag use and lenient accuracy (format against arithmetic), the informativ
 the training set and the GRPO step's metrics.
 
 Outputs in ``out`` (default ``out/format-propagation``):
-    ``results.md``                  the table (LM nodes, mean ± 95% CI over seeds) and the
-                                    issue's goal checked against it
+    ``results.md``                  the table (LM nodes, mean ± 95% CI over seeds) and
+                                    whether tag use settled above 80%
     ``format_propagation.png``      tag use, strict reward and lenient accuracy over rounds
     ``runs/<condition>_seed<k>.npz``  one run's per-round, per-node arrays (reused on resume)
                                     and ``samples``: each node's first completion of a round

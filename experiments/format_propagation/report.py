@@ -15,7 +15,7 @@ from experiments.reproduce.report import format_value, mean_ci
 
 LAST = 10  #: rounds at the end over which the table averages
 FIRST = 5  #: rounds at the start
-TARGET = 0.8  #: the tag-use level the issue's goal names
+TARGET = 0.8  #: the tag-use level a node should settle above for the tag to count as learned
 
 
 def lm_curve(run: dict[str, Any], metric: str) -> np.ndarray:
