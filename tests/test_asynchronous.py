@@ -206,6 +206,31 @@ def test_start_up_does_not_count_against_the_first_deadline():
     assert not np.isnan(history.rewards[0]).any()
 
 
+class SlowToScore(DemonstratorAgent):
+    """Every completion is a number that takes its scorer about a second on coin_flip."""
+
+    def act(self, observation):
+        action = dict(super().act(observation))
+        action["completions"] = [["<answer>1e999999999</answer>"] * len(c)
+                                 for c in action["completions"]]
+        return action
+
+
+def test_in_asynchronous_rounds_a_node_slow_to_score_costs_only_its_budget():
+    """The deadline bounds the wait for actions; scoring after it is bounded per node by
+    node_score_budget: the hostile node runs out of budget every round (counted), the honest
+    nodes' completions are all scored."""
+    env = sapo_env.parallel_env(n=3, max_rounds=2, tasks=[["coin_flip", 1.0, {}]],
+                                node_score_budget=0.5, score_time_limit=0.25)
+    nodes = [Gated(DemonstratorAgent(accuracy=0.5, seed=0)),
+             Gated(DemonstratorAgent(accuracy=0.5, seed=1)), Gated(SlowToScore(seed=2))]
+    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=5.0)
+    for infos in history.infos:
+        assert infos["node_2"]["scoring_failures"]["budget"] > 0
+        for honest in ("node_0", "node_1"):
+            assert sum(infos[honest]["scoring_failures"].values()) == 0
+
+
 def test_a_bug_in_a_node_is_not_a_node_failure():
     class Buggy(DemonstratorAgent):
         def act(self, observation):
