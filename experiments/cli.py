@@ -119,10 +119,20 @@ J (num_external): the action sets a node's J for its next round; round 0's comes
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
-        args = build_parser().parse_args(argv)
-        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-        args.handler(args)
+        try:
+            args.handler(args)
+        except (ValueError, ImportError) as error:
+            # Bad input and missing extras are one line (--verbose shows the traceback).
+            if args.verbose:
+                raise
+            hint = (" (a dependency of this command is missing: `make test` installs them "
+                    "all, or pip install 'sapo-env[lm,plot,meta,ray]')"
+                    if isinstance(error, ImportError) else "")
+            print(f"sapo-env {args.command}: error: {error}{hint}", file=sys.stderr)
+            sys.exit(2)
         # Flush here so that a reader which closed early (`sapo-env info | head -1`) is
         # noticed inside this try, not in the interpreter's final flush.
         sys.stdout.flush()

@@ -26,6 +26,17 @@ def test_cli_demo_and_help():
     assert "round 0: pool" in out and "swarm" in out
 
 
+def test_cli_bad_input_is_one_line_and_verbose_shows_the_traceback():
+    from experiments import cli
+
+    done = subprocess.run([sys.executable, "-m", "experiments.cli", "demo", "--rounds", "0"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "sapo-env demo: error: max_rounds must be an int >= 1, got 0"
+    with pytest.raises(ValueError, match="max_rounds"):
+        cli.main(["-v", "demo", "--rounds", "0"])
+
+
 def test_cli_info_explains_both_protocols():
     out = subprocess.run([sys.executable, "-m", "experiments.cli", "info"], capture_output=True,
                          text=True, check=True).stdout
