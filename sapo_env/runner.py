@@ -228,7 +228,8 @@ def run(
             history.rewards, history.num_external = rewards[:t], num_external[:t]
             history.generated = generated[:t]
             break
-        chosen = {a: policies[a].choose(observations[a]) for a in env.agents if a in policies}
+        chosen = {a: _chosen_j(a, policies[a], observations[a], env.config.train_budget)
+                  for a in env.agents if a in policies}
         record = play_round(env, agents, observations, chosen, refusals) if deadline is None \
             else asynchronous.play(env, observations, chosen)
         observations, infos = record.observations, record.infos
@@ -314,6 +315,15 @@ def _resume_history(history: History, saved: Mapping[str, Any], path: Any) -> in
     return rounds
 
 
+def _chosen_j(node: str, policy: RatioPolicy, observation: Observation, budget: int) -> int:
+    """The J ``policy`` chooses for ``node``, checked here so that the error names it."""
+    j = policy.choose(observation)
+    if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j <= budget:
+        raise ValueError(f"ratio policy {type(policy).__name__} of {node} chose "
+                         f"num_external={j!r}; expected an int in [0, {budget}] (train_budget)")
+    return int(j)
+
+
 def _by_name(env: Any, agents: Mapping[str, Agent] | Sequence[Agent]) -> dict[str, Agent]:
     names = list(env.possible_agents)
     if isinstance(agents, Mapping):
@@ -322,8 +332,14 @@ def _by_name(env: Any, agents: Mapping[str, Agent] | Sequence[Agent]) -> dict[st
         if missing or extra:
             raise ValueError(f"agents must name every node {names}; missing {missing}, "
                              f"unknown {extra}")
-        return dict(agents)
-    agents = list(agents)
-    if len(agents) != len(names):
-        raise ValueError(f"expected {len(names)} agents (one per node), got {len(agents)}")
-    return dict(zip(names, agents))
+        agents = dict(agents)
+    else:
+        agents = list(agents)
+        if len(agents) != len(names):
+            raise ValueError(f"expected {len(names)} agents (one per node), got {len(agents)}")
+        agents = dict(zip(names, agents))
+    for a, agent in agents.items():
+        if not isinstance(agent, Agent):
+            raise TypeError(f"the agent of {a} needs act(observation) -> action and "
+                            f"learn(batch) -> metrics or None (sapo_env.Agent); got {agent!r}")
+    return agents

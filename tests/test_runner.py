@@ -184,3 +184,23 @@ def test_play_round_overrides_J_and_reports_the_round_played():
     assert record.actions["node_1"]["num_external"] == 2  # its agent's own choice
     assert record.observations["node_0"]["num_external"] == 0
     assert set(record.learn_metrics) == set(env.agents)
+
+
+def test_a_plain_function_as_an_agent_and_a_bad_ratio_policy_get_errors_that_say_what_to_do():
+    import sapo_env
+    from agents import DemonstratorAgent
+
+    env = sapo_env.parallel_env(n=2, max_rounds=2)
+    with pytest.raises(TypeError, match=r"the agent of node_0 needs act\(observation\)"):
+        sapo_env.run(env, [lambda observation: {}, DemonstratorAgent(seed=1)], progress=False)
+
+    class Greedy:
+        def choose(self, observation):
+            return 99
+
+        def update(self, reward, info):
+            pass
+
+    with pytest.raises(ValueError, match=r"ratio policy Greedy of node_1 chose num_external=99"):
+        sapo_env.run(env, [DemonstratorAgent(seed=0), DemonstratorAgent(seed=1)],
+                     ratio_policies={"node_1": Greedy()}, progress=False)
