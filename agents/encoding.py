@@ -38,6 +38,9 @@ from transformers import PreTrainedTokenizerBase
 from agents.generation import chat_prompt_ids
 from agents.grpo_config import GRPOConfig
 
+GROUP_FIELDS = ("question", "system_prompt", "completions", "advantages")
+"""What ``learn`` reads of a group: the chat prompt's two parts, the texts, their advantages."""
+
 
 class EncodedGroup(NamedTuple):
     """A group as token ids under one agent's tokenizer."""
@@ -86,6 +89,10 @@ def training_set(
     """Rows and normaliser of a GRPO step on ``batch``; ``encode`` is the agent's encoder."""
     out = TrainingSet()
     for group in batch:
+        missing = [k for k in GROUP_FIELDS if k not in group]
+        if missing:
+            raise ValueError(f"group {group.get('id')!r} has no {missing}: a training group "
+                             f"needs {list(GROUP_FIELDS)} (sapo_env.types.Group)")
         advantages = np.asarray(group["advantages"], dtype=np.float32)
         if not config.count_zero_advantage_groups and not advantages.any():
             continue

@@ -554,3 +554,12 @@ def test_smollm2_alias_loads_offline():
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "2+2?"}], tokenize=False,
                                            add_generation_prompt=True)
     assert prompt.endswith("<|im_start|>assistant\n") and tokenizer.eos_token == "<|im_end|>"
+
+
+def test_a_hand_built_group_missing_a_field_is_a_clear_error():
+    from agents.encoding import training_set
+    from agents.grpo_config import GRPOConfig
+
+    group = {"id": "g0", "question": "1 + 1?", "completions": ["2"], "advantages": [1.0]}
+    with pytest.raises(ValueError, match=r"group 'g0' has no \['system_prompt'\]"):
+        training_set([group], lambda g: None, GRPOConfig())
