@@ -279,6 +279,15 @@ class GRPOAgent:
         return encode_group(self.tokenizer, group, max_new_tokens=self.config.max_new_tokens,
                             eos_id=self.eos_ids[0])
 
+    def policy_logprobs(self, batch: MicroBatch) -> torch.Tensor:
+        """``(S, C)``: the log-probability of each completion token of ``batch``
+        (``agents.encoding.micro_batches``) under this agent's current policy (its adapter
+        active), at the sampling temperature; with gradients unless called under
+        ``torch.no_grad``. Padding positions hold values to be masked out
+        (``batch.completion_mask``)."""
+        self._activate()
+        return self._token_logprobs(self.model, batch)
+
     def _token_logprobs(self, model: torch.nn.Module, batch: MicroBatch) -> torch.Tensor:
         width = batch.completion_width
         kwargs: dict[str, Any] = {"use_cache": False}

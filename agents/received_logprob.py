@@ -49,12 +49,11 @@ def completion_logprobs(agent: Any, groups: Sequence[Mapping[str, Any]]) -> list
     # micro_batches orders rows by length (stably); undo it afterwards
     order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt) + len(rows[i].completion))
     means = np.empty(len(rows))
-    agent._activate()
     position = 0
     with torch.no_grad():
         for batch in micro_batches(rows, agent.config.micro_batch_size, agent.pad_id,
                                    agent.device):
-            logp = agent._token_logprobs(agent.model, batch).float()
+            logp = agent.policy_logprobs(batch).float()
             mask = batch.completion_mask.float()
             mean = (logp * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
             for value in mean.cpu().tolist():
