@@ -8,13 +8,15 @@ not filter those) and J groups other nodes shared. As in the paper, a node that 
 external groups answers only I = budget - J questions itself.
 Everything is printed as it happens; ``one_round.png`` shows every score of the round.
 
-Run:  python examples/classroom/01_one_round_by_hand.py [--seed 0] [--out one_round.png]
+Run:  python examples/classroom/01_one_round_by_hand.py [--seed 0]
+      [--out out/classroom/one_round.png]
 """
 
 from __future__ import annotations
 
 import argparse
 import textwrap
+from pathlib import Path
 
 import numpy as np
 
@@ -30,7 +32,8 @@ def shorten(text: str, width: int = 90) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the nodes")
-    parser.add_argument("--out", default="one_round.png", help="where to save the plot")
+    parser.add_argument("--out", default="out/classroom/one_round.png",
+                        help="where to save the plot")
     args = parser.parse_args(argv)
 
     # Small numbers so that everything fits on a screen: 3 nodes, a training budget of 4
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     fig.suptitle("Verifier scores of one round (green = 1); all-equal rows carry no signal: "
                  "filtered from the pool, kept in their own node's batch")
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
     print(f"\nSaved {args.out}")
 

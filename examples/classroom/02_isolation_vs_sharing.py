@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="most supervised steps of each specialist's warm start (default "
                              f"{TinyLearners.warm_start_steps}; fewer: weaker specialists, "
                              "sooner)")
-    parser.add_argument("--out", default="isolation_vs_sharing.png", help="where to save the plot")
+    parser.add_argument("--out", default="out/classroom/isolation_vs_sharing.png",
+                        help="where to save the plot")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
     print(f"Saved {args.out}")
 

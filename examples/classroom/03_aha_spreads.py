@@ -17,6 +17,7 @@ Run:  python examples/classroom/03_aha_spreads.py [--rounds 300] [--seed 0]
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import sapo_env
 from agents.simulated import STRATEGIES, SimulatedLearnerConfig, simulated_swarm
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=300, help="rounds per run (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the nodes")
-    parser.add_argument("--out", default="aha_spreads.png", help="where to save the plot")
+    parser.add_argument("--out", default="out/classroom/aha_spreads.png",
+                        help="where to save the plot")
     args = parser.parse_args(argv)
 
     import matplotlib
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     axes[0].legend()
     fig.suptitle("One node knows a better strategy: does it spread?")
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
     print(f"\nSaved {args.out}")
 

@@ -31,6 +31,7 @@ Run:  python examples/classroom/04_too_much_external.py [--rounds 600] [--seeds 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--stubborn", type=int, default=0,
                         help="how many of the 8 nodes cannot learn (default 0)")
-    parser.add_argument("--out", default="too_much_external.png", help="where to save the plot")
+    parser.add_argument("--out", default="out/classroom/too_much_external.png",
+                        help="where to save the plot")
     args = parser.parse_args(argv)
     if not 0 <= args.stubborn < 8:
         parser.error(f"--stubborn must be in 0..7, got {args.stubborn}")
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     axes[0].set_ylabel(f"reward (moving average, {window} rounds)")
     fig.suptitle("Each node's reward with 4 or 6 external groups out of 8")
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
     print(f"Saved {args.out}")
 
