@@ -16,8 +16,9 @@ in the next round.
 
 What it changes:
 - Learn metrics are recorded in the round in which the update finished (``RoundRecord.
-  learn_metrics``), not in the round it learned from; ``run`` waits for every update still in
-  flight before it returns.
+  learn_metrics``), not in the round it learned from; when two updates of one node finish in
+  the same round, that round holds the later one's. ``run`` waits for every update still in
+  flight before it returns (their metrics go to the last round).
 - Which round a late action lands in depends on timing: an asynchronous run is not reproducible
   bit for bit. When every node makes every deadline, it is the synchronous run.
 - No checkpoints (their state would miss the work in flight).

@@ -133,10 +133,24 @@ class AtRound(Callback):
         self.actions.get(record.round, lambda: None)()
 
 
+class CountsLearns(DemonstratorAgent):
+    """A demonstrator whose every update takes ``seconds`` and reports how many it made."""
+
+    def __init__(self, *args, seconds: float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seconds, self.updates = seconds, 0
+
+    def learn(self, batch):
+        threading.Event().wait(self.seconds)
+        self.updates += 1
+        return {"updates": 1}
+
+
 def test_a_node_that_misses_the_deadline_plays_late_and_the_others_go_on():
     env = sapo_env.parallel_env(n=3, max_rounds=7, pool_window=4)
     nodes = demonstrators(env)
-    slow = nodes["node_2"] = Gated(nodes["node_2"])
+    inner = CountsLearns(accuracy=0.5, num_external=4, seed=2, seconds=0.05)
+    slow = nodes["node_2"] = Gated(inner)
     assert isinstance(slow, ConcurrentAgent)
     gates = AtRound({0: slow.gate.clear, 3: slow.gate.set})  # stuck in rounds 1-3
     history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=0.2, callbacks=[gates])
@@ -144,7 +158,10 @@ def test_a_node_that_misses_the_deadline_plays_late_and_the_others_go_on():
     assert status == ["online", "pending", "pending", "pending", "online", "online", "online"]
     assert np.isnan(history.rewards[1:4, 2]).all() and not np.isnan(history.rewards[:, :2]).any()
     assert [i["node_2"]["staleness"] for i in history.infos if "node_2" in i] == [0, 3, 0, 0]
-    assert history.learn_metrics  # every update in flight was waited for
+    # it learned once per round it played, and run returned only after the last update
+    # (0.05 s, still in flight when the last round ended), whose metrics the last round holds
+    assert inner.updates == 4
+    assert history.learn_metrics[-1]["node_2"] == {"updates": 1}
 
 
 def test_with_every_node_in_time_an_asynchronous_run_is_the_synchronous_one():
