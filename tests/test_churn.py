@@ -96,6 +96,20 @@ def test_a_leaving_node_is_terminated_once_and_its_published_groups_stay_their_w
         env.step({**act(nodes, obs, env), "node_2": LEAVE})
 
 
+
+def test_a_node_leaving_in_the_last_round_is_terminated_not_truncated():
+    """The last round ends the episode for everyone, but a node that leaves in it left: it is
+    terminated, and only the others are truncated."""
+    env = sapo_env.parallel_env(n=2, max_rounds=2)
+    observations, _ = env.reset(seed=0)
+    nodes = [DemonstratorAgent(seed=0), DemonstratorAgent(seed=1)]
+    observations, *_ = env.step({a: n.act(observations[a]) for a, n in zip(env.agents, nodes)})
+    _, _, terminated, truncated, _ = env.step(
+        {"node_0": LEAVE, "node_1": nodes[1].act(observations["node_1"])})
+    assert (terminated, truncated) == ({"node_0": True, "node_1": False},
+                                       {"node_0": False, "node_1": True})
+    assert env.agents == []
+
 @pytest.mark.parametrize("bad", [{"leave": True, "num_external": 2}, {"leave": False},
                                  {"leave": 1, "completions": ()}])
 def test_a_malformed_leave_raises_and_changes_nothing(bad):
