@@ -242,14 +242,20 @@ def test_reputation_and_caps_reduce_what_spammers_put_in_honest_batches():
     assert spam > 0.7  # 8 copies each: the spammers fill most of the pool
     assert spam_share(external_sampling="reputation") < spam - 0.2
     assert spam_share(max_external_per_source=1) < spam - 0.2
-    env = swarm(max_external_per_source=1, max_rounds=5, num_external=3)
-    observations, _ = env.reset(seed=0)
-    agents = learners(env)
-    for _ in range(5):
-        observations, *_ = env.step({a: agents[a].act(observations[a]) for a in env.agents})
-        for a in env.agents:
-            sources = [g["source"] for g in observations[a]["batch"] if not g["local"]]
-            assert len(sources) == len(set(sources))
+    # the cap holds alone and under the reputation sampler, which draws by source weight
+    for sampling in ("uniform", "reputation"):
+        env = swarm(max_external_per_source=1, max_rounds=5, num_external=3,
+                    external_sampling=sampling)
+        observations, _ = env.reset(seed=0)
+        agents, drawn = learners(env), 0
+        for _ in range(5):
+            observations, *_ = env.step({a: agents[a].act(observations[a])
+                                         for a in env.agents})
+            for a in env.agents:
+                sources = [g["source"] for g in observations[a]["batch"] if not g["local"]]
+                assert len(sources) == len(set(sources))
+                drawn += len(sources)
+        assert drawn > 0  # not vacuous: external groups were drawn
 
 
 # --- agents that attack with text ------------------------------------------------------------
