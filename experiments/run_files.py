@@ -8,14 +8,19 @@ it ran, the sweep's own process writes the file (``RunFile.save``), so runs on o
 of a Ray cluster land in this machine's ``out`` folder.
 
 A run file is a compressed ``.npz`` holding the run's arrays and ``meta``, a JSON object whose
-``key`` digests every setting that determines the run's outcome: a file whose key matches the
-run asked for is that run, finished.
+``key`` digests every setting that determines the run's outcome and whose ``code`` digests the
+source of ``sapo_env``, ``agents`` and ``experiments`` that made it: a file whose key and code
+match the run asked for is that run, finished, and is reused (``run_all`` says how many);
+after any edit of the code every run is made again.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import hashlib
 import json
+import logging
 import os
 import platform
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,12 +35,26 @@ from tqdm.auto import tqdm
 
 from experiments.ray_runs import RayOptions, ray_runs
 
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of the Python source of ``sapo_env``, ``agents`` and ``experiments``."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for package in ("sapo_env", "agents", "experiments"):
+        for source in sorted((root / package).rglob("*.py")):
+            digest.update(str(source.relative_to(root)).encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
+
 
 def save_run(path: Path, meta: Mapping[str, Any], **arrays: Any) -> Path:
     """Write ``meta`` (JSON-serialisable, with its ``key``) and ``arrays`` to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, meta=np.asarray(json.dumps(dict(meta))), **arrays)
+    meta = {**meta, "code": code_digest()}
+    np.savez_compressed(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
     os.replace(tmp, path)  # atomic: an interrupted sweep never leaves half a run behind
     return path
 
@@ -49,12 +68,13 @@ def load_run(path: Path) -> dict[str, Any]:
 
 
 def is_finished(path: Path, key: str) -> bool:
-    """Whether ``path`` holds a run made with the settings that ``key`` digests."""
+    """Whether ``path`` holds a run made with the settings that ``key`` digests, by this code."""
     if not path.exists():
         return False
     try:
         with np.load(path, allow_pickle=False) as data:  # the metadata only
-            return json.loads(str(data["meta"]))["key"] == key
+            meta = json.loads(str(data["meta"]))
+            return meta["key"] == key and meta.get("code") == code_digest()
     except (OSError, ValueError, KeyError):
         return False
 
@@ -87,6 +107,10 @@ def run_all(compute: Callable[[Any], RunFile], todo: Sequence[Any], done: int, j
     when ``jobs`` <= 1, else in ``jobs`` worker processes started fresh ("spawn": no state or
     threads inherited); with ``ray``, as Ray tasks (``experiments.ray_runs``), and ``jobs`` is
     not used. ``compute``, the specs and the run files must pickle."""
+    if done:
+        logger.warning("reusing %d finished run(s) of %d made with these settings by this code "
+                       "(their files in the output folder); --no-resume makes them again",
+                       done, done + len(todo))
     bar = tqdm(total=done + len(todo), initial=done, desc="runs", unit="run",
                disable=not progress)
     try:

@@ -271,3 +271,14 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     assert "## Per seed" in text and "## What the specialists knew" in text
     assert "basic_arithmetic nodes on spell_backward" in text
     assert "## The GRPO steps" in text and "| 4/4 | " in text.split("## The GRPO steps")[1]
+
+
+def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, caplog):
+    from experiments import run_files
+
+    path = run_files.save_run(tmp_path / "run.npz", {"key": "k"}, rewards=np.zeros(3))
+    assert run_files.is_finished(path, "k") and not run_files.is_finished(path, "other")
+    monkeypatch.setattr(run_files, "code_digest", lambda: "edited")
+    assert not run_files.is_finished(path, "k")
+    run_files.run_all(lambda spec: None, [], done=2, jobs=1, progress=False)
+    assert "reusing 2 finished run(s) of 2" in caplog.text

@@ -4,7 +4,6 @@ processes or as Ray tasks, resumable; then the table, the figure and a summary."
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import time
 from dataclasses import dataclass
@@ -16,8 +15,6 @@ from experiments.format_propagation.report import Row, format_markdown, plot_fig
 from experiments.format_propagation.run import compute, finished
 from experiments.learners import warm_starts
 from experiments.run_files import load_run, run_all, write_summary
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,8 +52,6 @@ def format_propagation(config: FormatConfig | None = None) -> FormatResult:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     specs = [RunSpec(c, s, config) for c in config.conditions for s in range(config.seeds)]
     todo = [s for s in specs if not (config.resume and finished(s))]
-    if len(todo) < len(specs):
-        logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = 1 if config.ray else min(jobs_for(config), max(len(todo), 1))
     if todo and config.tiny is not None:  # trained once, not by every run at the same time
         warm_starts(config.tiny_warm_starts(), jobs)

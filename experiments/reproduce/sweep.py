@@ -163,8 +163,6 @@ def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     specs = [RunSpec(e, s, config) for e in config.experiments for s in range(config.seeds)]
     todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
-    if len(todo) < len(specs):
-        logger.info("resuming: %d of %d runs already done", len(specs) - len(todo), len(specs))
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
     if config.learner == "tiny" and todo:
         config.tiny.warm_starts(jobs)  # trained once, not by every run at the same time
