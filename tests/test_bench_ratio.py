@@ -39,6 +39,11 @@ def test_settings_assign_roles():
     assert list(roles["focal"].values()) == ["exp3"] + ["fixed-4"] * 7
     assert list(roles["mixed"].values()) == ["exp3"] * 4 + ["fixed-0", "fixed-2", "fixed-6",
                                                             "fixed-8"]
+    # at odd n the policy takes the larger half, and the companions' J cycle
+    odd = RunSpec("exp3", "mixed", 0, BenchConfig(n_agents=7)).roles()
+    assert list(odd.values()) == ["exp3"] * 4 + ["fixed-0", "fixed-2", "fixed-6"]
+    assert list(RunSpec("exp3", "mixed", 0, BenchConfig(n_agents=11)).roles().values())[6:] == [
+        "fixed-0", "fixed-2", "fixed-6", "fixed-8", "fixed-0"]
 
 
 def test_fixed_ratio_gives_exactly_the_reproduce_configuration(tmp_path):
