@@ -16,14 +16,21 @@ parser; the scorers already treat an answer they cannot read as wrong):
   (the same tree, the same errors), in O(n log n) time instead of O(n**2): its parser rescans
   the whole text at every level, so 2,000 characters of ``¬¬¬…`` took seconds.
 - ``sympy_expression(text, local_dict=None)``: what ``sympy.parse_expr`` returns for the same
-  text (same tokenizer and standard transformations, same names), computed by walking the
-  parsed syntax tree instead of ``eval``. Allowed: numbers, symbols, ``+ - * / // % **``,
-  the elementary functions and constants in ``SYMPY_FUNCTIONS`` and ``SYMPY_CONSTANTS``. Refused:
-  every other name and call, attributes, subscripts, lambdas, comparisons; a numeric exponent
-  or decimal exponent larger than ``MAX_EXPONENT`` in magnitude (so ``9**9**9**9`` and
-  ``1e999999999`` are refused before anything is computed), and any exact number of more than
-  ``MAX_BITS`` bits, checked after every operation, so no step builds a number too large to
-  compute quickly.
+  text (same tokenizer and standard transformations, so ``5!`` and ``0.[3]`` read as there),
+  computed by walking the parsed syntax tree instead of ``eval``. Admitted: numbers
+  (``Integer``, ``Float``, ``Rational`` and ``Symbol`` as the transformations write them, with
+  no precision or assumption arguments), symbols, ``+ - * / // % **``, and the functions and
+  constants of ``sapo_env.sympy_whitelist`` called by name with positional arguments: every
+  form of an answer that reasoning-gym's scorers read for the sympy-scored tasks (``pow(x, 5)``,
+  ``Pow(x, 2)``, ``cbrt(x)``, ``root(x, 3)``, ``abs``, ``Max``, ``floor``, ``factorial``,
+  ...), checked against reasoning-gym by ``tests/test_safe_scorers_differential.py``. Refused:
+  every other name and call, attributes, subscripts, keyword arguments, lambdas, comparisons,
+  strings other than a ``Float``'s digits or a ``Symbol``'s name. Bounded: no numeric exponent
+  beyond ``MAX_EXPONENT``, no exact number of more than ``MAX_BITS`` bits, no factorial of a
+  number over ``MAX_FACTORIAL``, checked before each power, call or operation computes and on
+  its result (``9**9**9**9``, ``pow(9, 9**9)``, ``factorial(10**7)``, ``root(2, 10**9)`` and
+  ``1e999999999`` are refused in well under a millisecond), no decimal number of more than
+  ``MAX_FLOAT_DIGITS`` digits, and no tree deeper than ``MAX_DEPTH``.
 
 Example::
 
@@ -54,26 +61,26 @@ import sympy
 from reasoning_gym.logic.propositional_logic import Expression, Operator
 from sympy.parsing.sympy_parser import standard_transformations, stringify_expr
 
+from sapo_env.sympy_whitelist import (
+    CONSTANTS,
+    FUNCTIONS,
+    MAX_EXPONENT,
+    check_integer_part,
+    check_power,
+    checked,
+)
+from sapo_env.sympy_whitelist import MAX_BITS as MAX_BITS  # noqa: F401 (re-exported)
+from sapo_env.sympy_whitelist import MAX_FACTORIAL as MAX_FACTORIAL  # noqa: F401 (re-exported)
+
 MAX_TEXT_CHARS = 65536
 """Longest text any parser here reads; the env's own limit (``max_answer_chars``) is lower."""
 MAX_SHIFT = 4096
 """Largest shift in ``integer_arithmetic`` (reasoning-gym's bitwise_arithmetic shifts by <= 3)."""
-MAX_EXPONENT = 1000
-"""Largest magnitude of a numeric exponent in a sympy expression (honest answers: <= 10)."""
-MAX_BITS = 8192
-"""Largest exact number (numerator or denominator, in bits) a sympy expression may hold
-(about 2,500 digits; honest answers of the sympy-scored tasks stay under 64 bits)."""
+MAX_FLOAT_DIGITS = 1000
+"""Longest decimal number ``sympy_expression`` reads (honest answers: under 20 digits)."""
 MAX_DEPTH = 200
 """Deepest syntax tree ``sympy_expression`` walks (Python's parser allows 200 brackets)."""
 
-SYMPY_FUNCTIONS = frozenset({
-    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "acot",
-    "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh",
-    "exp", "log", "ln", "sqrt", "Abs", "Integral",
-})
-"""Functions an answer may call; ``Integral`` because reasoning-gym's own answers to
-intermediate_integration contain it where sympy found no closed form."""
-SYMPY_CONSTANTS = frozenset({"pi", "E", "I", "oo"})
 # What sympy's auto_number and auto_symbol transformations write around literals and new names.
 _CONSTRUCTORS = frozenset({"Integer", "Float", "Rational", "Symbol"})
 
@@ -146,9 +153,11 @@ def sympy_expression(text: str, local_dict: dict[str, Any] | None = None) -> Any
     code = stringify_expr(text, local_dict, _sympy_names(), standard_transformations)
     try:
         tree = ast.parse(code, mode="eval")
-    except RecursionError:  # a very long chain of operators
+    except (RecursionError, MemoryError):  # a long chain of operators; Python's parser stack
         raise ValueError("expression too deeply nested") from None
-    return _SympyEvaluator(local_dict).value(tree.body, 0)
+    value = _SympyEvaluator(local_dict).value(tree.body, 0)
+    check_integer_part(value)  # countdown and puzzle24 take float() and int() of it
+    return value
 
 
 class _SympyEvaluator:
@@ -165,10 +174,12 @@ class _SympyEvaluator:
         if isinstance(node, ast.BinOp) and type(node.op) in _SYMPY_OPERATORS:
             left, right = self.value(node.left, depth), self.value(node.right, depth)
             if isinstance(node.op, ast.Pow):
-                _check_power(left, right)
-            return _checked(_SYMPY_OPERATORS[type(node.op)](left, right))
+                check_power(left, right)
+            elif isinstance(node.op, (ast.Mod, ast.FloorDiv)):
+                check_integer_part(left, right)
+            return checked(_SYMPY_OPERATORS[type(node.op)](left, right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _SYMPY_OPERATORS:
-            return _checked(_SYMPY_OPERATORS[type(node.op)](self.value(node.operand, depth)))
+            return checked(_SYMPY_OPERATORS[type(node.op)](self.value(node.operand, depth)))
         if isinstance(node, ast.Name):
             return self.name(node.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
@@ -178,17 +189,20 @@ class _SympyEvaluator:
     def name(self, name: str) -> Any:
         if name in self.local_dict:
             return self.local_dict[name]
-        if name in SYMPY_CONSTANTS:
-            return getattr(sympy, name)
+        if name in CONSTANTS:
+            return CONSTANTS[name]
         raise ValueError(f"not allowed in an expression: {name}")
 
     def call(self, name: str, args: list[ast.expr], depth: int) -> Any:
+        if name in self.local_dict:
+            raise ValueError(f"not allowed in an expression: a call of {name}")
         if name in _CONSTRUCTORS:
-            return _checked(self.construct(name, args, depth))
-        if name in SYMPY_FUNCTIONS and name not in self.local_dict:
+            return checked(self.construct(name, args, depth))
+        if name in FUNCTIONS:
             values = [tuple(self.value(item, depth) for item in a.elts)  # an Integral's limits
-                      if isinstance(a, ast.Tuple) else self.value(a, depth) for a in args]
-            return _checked(_sympy_names()[name](*values))
+                      if isinstance(a, ast.Tuple) and name == "Integral"
+                      else self.value(a, depth) for a in args]
+            return FUNCTIONS[name](*values)
         raise ValueError(f"not allowed in an expression: {name}")
 
     def construct(self, name: str, args: list[ast.expr], depth: int) -> Any:
@@ -208,52 +222,22 @@ class _SympyEvaluator:
                 values.append(arg.value)
             else:
                 values.append(self.value(arg, depth))
+        if name == "Integer":
+            check_integer_part(*values)
         return getattr(sympy, name)(*values)
 
 
-# A decimal number whose exponent, if any, is at most MAX_EXPONENT: sympy turns the exponent
-# of '1e999999999' into an exact power of ten, which takes minutes.
-_FLOAT = re.compile(r"\s*[+-]?[\d_]*\.?[\d_]*(?:[eE](?P<exponent>[+-]?\d{1,6}))?\s*")
+# A decimal number of at most MAX_FLOAT_DIGITS digits whose exponent, if any, is at most
+# MAX_EXPONENT: sympy turns the exponent of '1e999999999' into an exact power of ten, which
+# takes minutes, and reads '1.5000…' in time cubic in the digits (60,000 of them: 2 minutes).
+_FLOAT = re.compile(
+    r"\s*[+-]?(?P<digits>[\d_]*\.?[\d_]*)(?:[eE](?P<exponent>[+-]?\d{1,6}))?\s*")
 
 
 def _small_float(text: str) -> bool:
     match = _FLOAT.fullmatch(text)
-    return bool(match) and abs(int(match.group("exponent") or 0)) <= MAX_EXPONENT
-
-
-def _magnitude(number: Any) -> float:
-    """|number| of a numeric sympy expression, as a float (inf when it has none)."""
-    try:
-        return abs(complex(number))
-    except (TypeError, ValueError, OverflowError):
-        return float("inf")
-
-
-def _check_power(base: Any, exponent: Any) -> None:
-    """Refuse a power that would build a huge exact number: sympy computes numeric powers
-    exactly, and distributes integer powers over products ((2*x)**n = 2**n * x**n)."""
-    if getattr(exponent, "is_number", False) and _magnitude(exponent) > MAX_EXPONENT:
-        raise ValueError(f"exponent larger than {MAX_EXPONENT}")
-    if getattr(exponent, "is_number", False) and hasattr(base, "as_coeff_Mul"):
-        coefficient = base.as_coeff_Mul()[0]
-        if isinstance(coefficient, sympy.Rational):
-            bits = max(coefficient.p.bit_length(), coefficient.q.bit_length())
-            if bits * _magnitude(exponent) > MAX_BITS:
-                raise ValueError(f"power would exceed {MAX_BITS} bits")
-
-
-def _checked(value: Any) -> Any:
-    """``value``, unless it holds an exact number of more than MAX_BITS bits or a power with a
-    numeric exponent beyond MAX_EXPONENT (sympy merges x**a * x**b and (x**a)**b)."""
-    if isinstance(value, sympy.Basic):
-        parts = value.args if value.is_Mul else (value,)
-        for part in parts:
-            if part.is_Pow and part.exp.is_number and _magnitude(part.exp) > MAX_EXPONENT:
-                raise ValueError(f"exponent larger than {MAX_EXPONENT}")
-            if isinstance(part, sympy.Rational) and max(
-                    part.p.bit_length(), part.q.bit_length()) > MAX_BITS:
-                raise ValueError(f"number larger than {MAX_BITS} bits")
-    return value
+    return (bool(match) and abs(int(match.group("exponent") or 0)) <= MAX_EXPONENT
+            and len(match.group("digits")) <= MAX_FLOAT_DIGITS)
 
 
 # Binary connectives from the loosest to the tightest: the text splits at the rightmost loosest

@@ -32,8 +32,19 @@ For the modules that call ``eval`` or a module-level ``parse_expr``, that name i
 module itself (module globals come before builtins), so reasoning-gym's scorer runs unchanged;
 the scorers that call ``sympy.parse_expr`` through the sympy module are replaced by the same
 logic written with ``sympy_expression``; ``restore()`` puts reasoning-gym's own back.
-Honest answers score as before: ``tests/test_safe_scoring.py`` checks reference answers and
-typical wrong answers of every patched task against the original scorers.
+
+The contract: never stricter than reasoning-gym on an answer an honest model writes, and
+bounded on any other. ``sympy_expression`` reads every form ``parse_expr`` reads for these
+tasks' answers (``pow(x, 5)``, ``Pow(x, 2)``, ``cbrt(x)``, ``root(x, 3)``, ``abs``, ``Max``,
+``Min``, ``sign``, ``floor``, ``factorial``, ``Add(...)``, ...: the names of
+``sapo_env.sympy_whitelist``) to the same expression, so the scores are reasoning-gym's; it
+refuses, and the scorers score 0, only what no answer needs: other names, attributes,
+keyword arguments, text as code (``S("...")``), and numbers beyond the bounds of
+``sympy_whitelist`` (exponents over 1000, exact numbers over 8192 bits, factorials of numbers
+over 1000), each refused before it is computed. ``tests/test_safe_scoring.py`` checks reference
+answers and typical wrong answers of every patched task against the original scorers, and
+``tests/test_safe_scorers_differential.py`` 300 entries of each task ``_SCORERS`` replaces,
+with rewritten forms and wrong answers.
 
 Scorers that raise, recurse without bound or run long on other crafted text are not rewritten
 here: ``sapo_env.scoring_guard`` bounds every scorer's time and input size and scores their

@@ -196,6 +196,13 @@ def test_integer_arithmetic_agrees_with_python_on_bitwise_problems():
     "x**2 + C", "-4*(-2*x - 8)**(3/2)/3 + C", "3*x*exp(2*x) - sin(x)/2 + log(x)", "1.5*x - .25",
     "2*sqrt(x) + atan(x) + pi", "3*Integral(x**3*cos(3*x), x) + C", "0.[3]", "7//2 + 7 % 3",
     "x**-1", "2**10", "(1 + I)**2", "y*z**3 - 120384*z**6", "94*4 - 61 - 6", "1e10 + 1E-5",
+    # the forms reasoning-gym reads that the safe parser once refused
+    "759*pow(x, 5) + 3*x", "Pow(x, 2)", "cbrt(x)", "root(x, 3)", "root(x, 3, 1)", "abs(x - 1)",
+    "Abs(x)", "Max(x, 2) + Min(x, 1)", "max(x, 1) - min(2, 3)", "sign(x)", "floor(x/2)",
+    "ceiling(7/2)", "factorial(5)", "5!", "x!", "binomial(x, 3) + binomial(1584, 1)",
+    "gamma(7/2)", "S(2)/3", "Add(x, 1, 2)", "Mul(2, x + 1, C)", "Integer(3)*Float('1.5')",
+    "pow(E, x) + exp(2*x)", "real_root(-8, 3)", "log(8, 2) + ln(x)", "pow(x, 2, 3)", "Max()",
+    "atan2(x, 1) + erf(x) + sech(x) + asinh(x)", "oo + zoo + nan", "Rational(3, 9)",
 ])
 def test_sympy_expression_equals_parse_expr_on_honest_text(text):
     local = {"x": sympy.Symbol("x"), "C": sympy.Symbol("C")}
@@ -214,6 +221,26 @@ def test_sympy_expression_refuses_what_no_answer_needs(text):
     with pytest.raises((ValueError, SyntaxError, TypeError)):
         sympy_expression(text, {"x": sympy.Symbol("x")})
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os')", "__import__('os').system('true')", "x.__class__", "x.func", "S.Half",
+    "pow(9, 9**9)", "pow(9, pow(9, 9))", "Pow(10, 10**6)", "pow(2, 10**6, 7)",
+    "factorial(10**7)", "factorial(10**6)", "factorial(1000)", "(10**7)!", "gamma(10**6)",
+    "binomial(10**6, 5*10**5)", "binomial(2**100, 100)", "root(2, 10**9)",
+    "real_root(2, 10**9)", "x**(1/1001)", "exp(10**9*log(2))", "exp(1000)**1000",
+    "exp(1000)*exp(1000)", "(x + 2**900)**10", "Mul(" + ", ".join(["2**1000"] * 9) + ")",
+    "Max(" + ", ".join(f"x**{i}" for i in range(9)) + ")", "lambda: 1", "(lambda y: y)(x)",
+    "x[0]", "[x][0]", "S('x')", "sympify('1')", "sqrt(x, False)", "Pow(2, 10, False)",
+    "Max(x, 1, evaluate=False)", "N(pi, 10**9)", "Function('f')(x)", "f(x)", "x(2)",
+    "1.5" + "0" * 60000, "9" * 4000, "1" * 5000, "x" * 70000, "-" * 20000 + "x",
+    "x" + "**x" * 3000, "(" * 5000 + "x" + ")" * 5000, "'" + "a" * 60000 + "'",
+])
+def test_hostile_sympy_text_is_refused_before_it_computes(text):
+    start = time.perf_counter()
+    with pytest.raises((ValueError, SyntaxError, TypeError)):
+        sympy_expression(text, {"x": sympy.Symbol("x"), "C": sympy.Symbol("C")})
+    assert time.perf_counter() - start < 0.1 + 1e-5 * len(text)  # sympy's tokenizer: linear
 
 
 def test_sympy_numbers_stay_small():
