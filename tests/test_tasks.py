@@ -128,3 +128,28 @@ def test_a_broken_task_raises(monkeypatch):
     stream = tasks.QuestionStream(PAPER_TASKS[0], 0)
     with pytest.raises(RuntimeError, match="failed to generate 100 items"):
         stream.draw()
+
+
+HASH_SEED_SCRIPT = """
+import json, sys
+import sapo_env
+env = sapo_env.parallel_env(n=2, tasks=json.loads(sys.argv[1]))
+observations, _ = env.reset(seed=0)
+print(json.dumps([q["prompt"] for o in observations.values() for q in o["questions"]]))
+"""
+
+
+def test_the_paper_tasks_draw_the_same_questions_under_any_string_hash_seed():
+    """Reproducible across processes: the questions do not depend on PYTHONHASHSEED (six other
+    reasoning-gym tasks do: docs/environment.md, "Tasks")."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    tasks = [[t.name, t.weight, dict(t.config)] for t in PAPER_TASKS]
+    drawn = [subprocess.run([sys.executable, "-c", HASH_SEED_SCRIPT, json.dumps(tasks)],
+                            capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+             for seed in ("1", "2")]
+    assert drawn[0] == drawn[1] and len(json.loads(drawn[0])) == 8
