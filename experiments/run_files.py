@@ -9,9 +9,11 @@ of a Ray cluster land in this machine's ``out`` folder.
 
 A run file is a compressed ``.npz`` holding the run's arrays and ``meta``, a JSON object whose
 ``key`` digests every setting that determines the run's outcome and whose ``code`` digests the
-source of ``sapo_env``, ``agents`` and ``experiments`` that made it: a file whose key and code
+source of ``sapo_env`` and ``agents`` that made it (the env and the learners; a harness's own
+modules, which mostly report, are covered by its key's settings): a file whose key and code
 match the run asked for is that run, finished, and is reused (``run_all`` says how many);
-after any edit of the code every run is made again.
+after an edit of the env or the agents every run is made again. A file written before run
+files recorded their code (no ``code``) is reused on its key alone.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ logger = logging.getLogger(__name__)
 
 @functools.cache
 def code_digest() -> str:
-    """A digest of the Python source of ``sapo_env``, ``agents`` and ``experiments``."""
+    """A digest of the Python source of ``sapo_env`` and ``agents``."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for package in ("sapo_env", "agents", "experiments"):
+    for package in ("sapo_env", "agents"):
         for source in sorted((root / package).rglob("*.py")):
             digest.update(str(source.relative_to(root)).encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:16]
@@ -74,7 +76,7 @@ def is_finished(path: Path, key: str) -> bool:
     try:
         with np.load(path, allow_pickle=False) as data:  # the metadata only
             meta = json.loads(str(data["meta"]))
-            return meta["key"] == key and meta.get("code") == code_digest()
+            return meta["key"] == key and meta.get("code", code_digest()) == code_digest()
     except (OSError, ValueError, KeyError):
         return False
 

@@ -280,5 +280,8 @@ def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, capl
     assert run_files.is_finished(path, "k") and not run_files.is_finished(path, "other")
     monkeypatch.setattr(run_files, "code_digest", lambda: "edited")
     assert not run_files.is_finished(path, "k")
+    older = tmp_path / "older.npz"  # written before run files recorded their code
+    np.savez_compressed(older, meta=np.asarray(json.dumps({"key": "k"})))
+    assert run_files.is_finished(older, "k")  # reused on its key alone
     run_files.run_all(lambda spec: None, [], done=2, jobs=1, progress=False)
     assert "reusing 2 finished run(s) of 2" in caplog.text
