@@ -30,11 +30,20 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     honest nodes' completions that carry the line (:func:`agents.injection.carries`); the
     defense is the receiver's own log-probability check
     (``SimulatedLearnerConfig.min_external_logprob``, ``GRPOConfig.min_external_logprob``).
+``scoring_dos``
+    every completion is an answer built to be as slow to score as possible (``SLOW_ANSWERS``:
+    an exponent of a billion digits, power towers, nesting just under the answer size limit,
+    huge integers, long fractions), to stall the round for everyone. What stops it: the env's
+    scoring guard (:mod:`sapo_env.scoring_guard`): the safe parsers bound numbers before
+    computing them, deep nesting fails as ``recursion``, each completion has a time limit
+    (``timeout``) and each node a scoring budget per round (``budget``,
+    ``SwarmConfig.node_score_budget``), so the node stalls a round by at most its budget.
 
-``garbage`` and ``wrong_answers`` keep the J in force (``SwarmConfig.num_external`` sets it),
-``poison`` asks for the inner node's; every attack learns through the inner node.
-Randomness comes from ``seed`` through one ``numpy.random.SeedSequence`` child per round, so a
-run is reproducible and a checkpoint needs only the inner node's state.
+``garbage``, ``wrong_answers`` and ``scoring_dos`` keep the J in force
+(``SwarmConfig.num_external`` sets it), ``poison`` asks for the inner node's; every attack
+learns through the inner node. Randomness comes from ``seed`` through one
+``numpy.random.SeedSequence`` child per round, so a run is reproducible and a checkpoint
+needs only the inner node's state.
 
 Example::
 
@@ -59,8 +68,15 @@ from sapo_env.adversaries import adversary_nodes
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation
 
-AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison"]
-AGENT_ATTACKS: tuple[str, ...] = ("garbage", "wrong_answers", "free_rider", "poison")
+AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison", "scoring_dos"]
+AGENT_ATTACKS: tuple[str, ...] = ("garbage", "wrong_answers", "free_rider", "poison",
+                                  "scoring_dos")
+SLOW_ANSWERS: tuple[str, ...] = (
+    "1e999999999", "9**9**9**9", "10^10^10^10", "(" * 1000 + "1" + ")" * 1000,
+    "[" * 1000 + "]" * 1000, "9" * 2000, "1/" * 1000 + "1", "sqrt(" * 340 + "2" + ")" * 340,
+    "-(" * 680 + "1" + ")" * 680, "2**(2**(2**(2**(2**64))))", "A or " * 400 + "B")
+"""``scoring_dos``'s answers, each within the default ``max_answer_chars`` (2048) so that it is
+parsed: the kinds of input that cost naive scorers seconds, gigabytes or the stack."""
 HUGE_COMPLETION_CHARS = 4000  #: ``garbage``'s longest text (the env's default limit: 16,384)
 _PRINTABLE = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 .,;:!?()[]{}<>/=+-*\n"))
 _ODD = np.array(list("\u00e9\u00df\u2200\u2227\u00ac\u2192\u00bd\u03c0\u4e2d\t\u200b\U0001f916"))
@@ -105,6 +121,11 @@ class AdversarialAgent(AgentWrapper):
             completions = tuple(tuple(
                 f"I am certain of this.\n<answer>{wrong_answer(_answer(q), u)}</answer>"
                 for u in rng.random(L).tolist()) for q in questions)
+            return {"completions": completions, "num_external": observation["num_external"]}
+        if self.attack == "scoring_dos":
+            picks = rng.integers(len(SLOW_ANSWERS), size=(len(questions), L)).tolist()
+            completions = tuple(tuple(f"<answer>{SLOW_ANSWERS[k]}</answer>" for k in row)
+                                for row in picks)
             return {"completions": completions, "num_external": observation["num_external"]}
         action = self.inner.act(observation)  # poison
         poisoned = math.ceil(L / 2)

@@ -67,9 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     from experiments.attack import cli as attack
 
     attack_parser = commands.add_parser(
-        "attack", help="hostile nodes (forged packets, spam, garbage, wrong answers, free "
-                       "riders, poison) against the defenses, with simulated learners: a "
-                       "table and a figure (experiments.attack)")
+        "attack", help="hostile nodes (14 attacks: forged, replayed, flooded, sybil, held-out, "
+                       "absurd-round and malformed packets, spam, garbage, wrong answers, "
+                       "free riders, poison, answers slow to score) against the defenses, "
+                       "with simulated learners: a table and a figure (experiments.attack)")
     attack.add_arguments(attack_parser)
     attack_parser.set_defaults(handler=attack.run_from_args)
 

@@ -4,10 +4,11 @@ Every run is one swarm of simulated learners under the paper's protocol (every h
 4/4) in which the last ``round(fraction * n)`` nodes attack (``sapo_env.adversaries``
 picks them); the others are the honest nodes whose reward is measured.
 
-Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata`` and ``duplicate_spam`` are forged
-packets (``SwarmConfig.adversaries``, :mod:`sapo_env.adversaries`); ``garbage``,
-``wrong_answers``, ``free_rider`` and ``poison`` are agents (:mod:`agents.adversarial`), a
-free rider at J = 8 from round 0.
+Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``, ``replay``,
+``flood``, ``sybil``, ``held_out``, ``future_round`` and ``malformed`` are forged packets
+(``SwarmConfig.adversaries``, :mod:`sapo_env.adversaries`, whose docstring says what each
+models and what stops it); ``garbage``, ``wrong_answers``, ``free_rider``, ``poison`` and
+``scoring_dos`` are agents (:mod:`agents.adversarial`), a free rider at J = 8 from round 0.
 
 Defenses (``DEFENSES``), each a set of switches:
 
@@ -38,11 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from experiments.ray_runs import RayOptions, check_ray
-from sapo_env.adversaries import TRANSPORT_ATTACKS, adversary_nodes
+from sapo_env.adversaries import TRANSPORT_ATTACK_NAMES, adversary_nodes
 from sapo_env.validation import check_int
 
-ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam", "garbage",
-                            "wrong_answers", "free_rider", "poison")
+ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam", "replay",
+                            "flood", "sybil", "held_out", "future_round", "malformed", "garbage",
+                            "wrong_answers", "free_rider", "poison", "scoring_dos")
 CLEAN = "clean"  #: the attack label of the swarm without adversaries
 ABSENT = "absent"
 """The attack label of the honest nodes alone: the adversaries' places left empty (a swarm of
@@ -174,7 +176,7 @@ class RunSpec:
     @property
     def transport(self) -> bool:
         """Whether the attack forges packets (an env setting) rather than text (agents)."""
-        return self.attack in TRANSPORT_ATTACKS
+        return self.attack in TRANSPORT_ATTACK_NAMES
 
     def adversaries(self) -> list[str]:
         """The adversarial nodes (for ``ABSENT``: the nodes left out)."""

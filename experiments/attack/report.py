@@ -4,7 +4,10 @@ Per cell (attack, fraction of adversaries, defense), over seeds: the honest node
 reward (sum over rounds of their mean reward) with its 95% CI, and the same as a share of the
 clean swarm's (the same nodes, no adversary, no defense, the same seed: a paired ratio); the
 share of the honest nodes' completions that carry the poisoner's injected line over the last
-tenth of the rounds (attack success); and the groups verification rejected per round.
+tenth of the rounds (attack success); the groups verification rejected per round; the share
+of the honest nodes' external groups that came from adversaries (or names that are no honest
+node's); the completions whose scoring ran out of time or budget per round; and the slowest
+round's wall time (no attack may stall a run).
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ class Cell:
     vs_clean_ci: float
     injected: float  #: honest completions carrying the injected line, last tenth of the rounds
     rejected_per_round: float  #: groups verification rejected per round, swarm-wide
+    hostile_share: float = float("nan")
+    """Share of the honest nodes' external training groups from a source that is no honest
+    node, over rounds and seeds (true groups of the adversaries included)."""
+    stalled_per_round: float = float("nan")
+    """Completions per round, swarm-wide, whose scoring hit the time limit or the budget."""
+    slowest_round: float = float("nan")  #: the longest round's wall time over seeds, seconds
 
 
 def _honest_cumulative(run: Mapping[str, Any], nodes: Sequence[str]) -> float:
@@ -65,8 +74,18 @@ def summarise(config: AttackConfig,
             honest_cumulative=mean, honest_cumulative_ci=ci, vs_clean=ratio_mean,
             vs_clean_ci=ratio_ci,
             injected=float(np.mean([r["injected"][-tail:].mean() for r in rs])),
-            rejected_per_round=float(np.mean([r["rejected"].mean() for r in rs]))))
+            rejected_per_round=float(np.mean([r["rejected"].mean() for r in rs])),
+            **_watched(rs)))
     return cells
+
+
+def _watched(rs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The per-round measures runs written before they were recorded lack (then NaN)."""
+    if not all("hostile_share" in r for r in rs):
+        return {}
+    return {"hostile_share": float(np.mean([np.nanmean(r["hostile_share"]) for r in rs])),
+            "stalled_per_round": float(np.mean([r["scoring_stalled"].mean() for r in rs])),
+            "slowest_round": float(max(r["round_seconds"].max() for r in rs))}
 
 
 def _pct(cell: Cell | None) -> str:
@@ -114,6 +133,20 @@ def format_markdown(cells: Sequence[Cell], config: AttackConfig) -> str:
                   "| ---: | --- | ---: | ---: |"]
         lines += [f"| {round(100 * c.fraction)}% | {c.defense} | {100 * c.injected:.0f}% | "
                   f"{_pct(c)} |" for c in poison]
+    f = config.ablation_fraction
+    watched = [a for a in attacks if (a, f, "none") in at and (a, f, "all") in at]
+    if watched:
+        lines += ["", f"At {round(100 * f)}% adversaries: the share of the honest nodes' "
+                  "external training groups from the adversaries (true ones included), "
+                  "completions per round whose scoring hit its time limit or budget, and the "
+                  "slowest round (wall time, any seed, on a shared machine):", "",
+                  "| attack | adversaries' share: none | all | scoring stalled: none | all | "
+                  "slowest round: none | all |", "| --- |" + " ---: |" * 6]
+        lines += [f"| {a} | " + " | ".join(
+            f"{100 * at[(a, f, d)].hostile_share:.0f}%" for d in ("none", "all")) + " | "
+            + " | ".join(f"{at[(a, f, d)].stalled_per_round:.1f}" for d in ("none", "all"))
+            + " | " + " | ".join(f"{at[(a, f, d)].slowest_round:.1f} s" for d in ("none", "all"))
+            + " |" for a in watched]
     absent = at.get((ABSENT, config.ablation_fraction, "none"))
     if absent is not None:
         lines += ["", f"The honest nodes alone (the {round(100 * absent.fraction)}% adversaries' "

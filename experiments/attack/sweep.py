@@ -39,7 +39,9 @@ def run_one(spec: RunSpec) -> Path:
 
 def compute(spec: RunSpec) -> RunFile:
     """Run one swarm; its file holds per-round rewards, the honest nodes' share of completions
-    carrying the injected line, and the groups verification rejected."""
+    carrying the injected line, the groups verification rejected, the share of the honest
+    nodes' external groups that came from another source than an honest node, the completions
+    whose scoring ran out of time or budget, and each round's wall time."""
     import sapo_env
     from agents.adversarial import adversarial_swarm
     from agents.injection import carries
@@ -64,13 +66,22 @@ def compute(spec: RunSpec) -> RunFile:
     if bad and not spec.transport:
         agents = adversarial_swarm(agents, spec.attack, nodes=bad,
                                    seed=attack_seed(c.base_seed, spec.seed_index))
-    injected, rejected = [], []
+    injected, rejected, hostile, stalled, seconds = [], [], [], [], []
+    clock = [time.perf_counter()]
 
     class Watch(sapo_env.Callback):
         def on_round_end(self, record: sapo_env.RoundRecord) -> None:
             texts = [t for a in honest for g in record.actions[a]["completions"] for t in g]
             injected.append(sum(map(carries, texts)) / len(texts) if texts else 0.0)
             rejected.append(next(iter(record.infos.values()))["rejected_groups_swarm"])
+            external = [g["source"] for a in honest for g in record.observations[a]["batch"]
+                        if not g["local"]]
+            hostile.append(sum(s not in honest for s in external) / len(external)
+                           if external else np.nan)
+            stalled.append(sum(i["scoring_failures"].get(k, 0) for i in record.infos.values()
+                               for k in ("budget", "timeout")))
+            seconds.append(time.perf_counter() - clock[0])
+            clock[0] = time.perf_counter()
 
     started = time.perf_counter()
     history = sapo_env.run(env, agents, progress=False, seed=env_seed, callbacks=[Watch()])
@@ -80,7 +91,10 @@ def compute(spec: RunSpec) -> RunFile:
     return RunFile(spec.path, meta, {"rewards": history.rewards,
                                      "honest": np.array([a in honest for a in names]),
                                      "injected": np.array(injected),
-                                     "rejected": np.array(rejected)})
+                                     "rejected": np.array(rejected),
+                                     "hostile_share": np.array(hostile, dtype=float),
+                                     "scoring_stalled": np.array(stalled),
+                                     "round_seconds": np.array(seconds)})
 
 
 @dataclass
