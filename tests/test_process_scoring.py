@@ -103,3 +103,29 @@ def test_a_truncated_message_reads_as_the_end_of_the_stream(message):
     import io
 
     assert process_scoring._read(io.BytesIO(message)) is None
+
+
+@pytest.mark.parametrize("task", ["coin_flip", "intermediate_integration", "rush_hour"])
+def test_from_a_thread_every_slow_answer_costs_a_node_at_most_its_budget(task):
+    """The tasks whose scorers ran for 75-89 s on 64 hostile answers (or timed out) before
+    the budget: from a worker thread, each completion of the hostile node is one of the
+    answers built to be slow to score (``agents.adversarial.SLOW_ANSWERS``); the step returns
+    (the test's own time shows it: seconds, not minutes), the hostile node earns nothing,
+    and the honest node's completions are all scored."""
+    from agents.adversarial import SLOW_ANSWERS
+
+    env = sapo_env.parallel_env(n=2, tasks=[[task, 1.0, {}]], node_score_budget=1.0,
+                                score_time_limit=0.25)
+    observations, _ = env.reset(seed=0)
+    actions = {}
+    for a in env.agents:
+        L = observations[a]["completions_per_question"]
+        actions[a] = {"num_external": 0, "completions": [
+            [f"<answer>{SLOW_ANSWERS[k % len(SLOW_ANSWERS)]}</answer>" if a == "node_0" else
+             f"<answer>{reference_answer(resolve(q['ref']))}</answer>" for k in range(L)]
+            for q in observations[a]["questions"]]}
+    with ThreadPoolExecutor(1) as worker:
+        _, rewards, _, _, infos = worker.submit(env.step, actions).result()
+    env.close()
+    assert rewards["node_0"] <= 0.01  # rush_hour gives 0.01 to a wrong answer it can read
+    assert sum(infos["node_1"]["scoring_failures"].values()) == 0
