@@ -17,7 +17,7 @@ TINY = dict(rounds=12, seeds=2, n_agents=4, jobs=1, progress=False, plots=False)
 
 
 def test_config_validation_names_the_field(tmp_path):
-    with pytest.raises(ValueError, match="policies must be labels"):
+    with pytest.raises(ValueError, match="unknown policy 'greedy'"):
         BenchConfig(policies=("greedy",))
     with pytest.raises(ValueError, match="sb3_model is None"):
         BenchConfig(policies=("ppo",))
@@ -27,7 +27,7 @@ def test_config_validation_names_the_field(tmp_path):
         BenchConfig(settings=("everyone",))
     with pytest.raises(ValueError, match="n_agents must be >= 2"):
         BenchConfig(n_agents=1)
-    with pytest.raises(SystemExit, match="sapo-env bench-ratio: policies"):
+    with pytest.raises(SystemExit, match="sapo-env bench-ratio: unknown policy"):
         bench_cli.run_from_args(bench_cli.add_arguments(
             __import__("argparse").ArgumentParser()).parse_args(["--policies", "greedy"]))
 
@@ -147,3 +147,43 @@ def test_verdict_separates_wins_efficiency_and_nothing():
                          row("thompson", True, -1.0, 2.0, 2.5, 1.0)], config)
     assert "thompson in all (+2.50 per 1k over fixed-4; so do the fixed fixed-7)" in efficient
     assert "too short" in verdict([best], BenchConfig(quick=True))
+
+
+class Alternating:
+    """J = 2 and 6 in turn, every 5 rounds (an entered policy for the tests)."""
+
+    def __init__(self, node, seed):
+        self.node, self.seed, self.round = node, seed, 0
+
+    def choose(self, observation):
+        self.round += 1
+        return 2 if (self.round // 5) % 2 else 6
+
+    def update(self, reward, info):
+        pass
+
+
+def made_here():  # not importable by path: defined inside a function
+    class Local(Alternating):
+        pass
+    return Local
+
+
+def test_your_own_policy_by_class_or_import_path_all_and_any_fixed_j(tmp_path):
+    config = BenchConfig(out=tmp_path, policies=(Alternating, "fixed-3"), settings=("focal",),
+                         **TINY)
+    assert config.policies == ("test_bench_ratio:Alternating", "fixed-3")
+    result = bench(config)
+    runs = {p.name for p in (tmp_path / "runs").glob("*.npz")}
+    assert "focal_Alternating_seed0.npz" in runs and "focal_fixed-3_seed1.npz" in runs
+    j = load_run(tmp_path / "runs" / "focal_Alternating_seed0.npz")["num_external"][1:, 0]
+    assert set(j.tolist()) == {2, 6}  # the policy drove node_0's J
+    assert {r.policy for r in result.rows} == {"test_bench_ratio:Alternating", "fixed-3"}
+    assert BenchConfig(policies=("test_bench_ratio:Alternating",)).policies == config.policies[:1]
+    everything = BenchConfig(policies=("all",)).policies
+    assert "exp3" in everything and "ppo" not in everything
+    for bad, message in ((("fixed-9",), "unknown policy 'fixed-9'"),
+                         (("nowhere.mod:Policy",), "cannot be imported"),
+                         ((made_here(),), "top level of an importable module")):
+        with pytest.raises(ValueError, match=message):
+            BenchConfig(policies=bad)

@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,20 @@ def test_readme_usage_block_runs():
     exec(compile(block, "README.md", "exec"), namespace)
     assert namespace["history"].rounds == 20
     assert 0.3 < namespace["history"].swarm_mean.mean() < 0.7  # demonstrators at accuracy 0.5
+
+
+def test_readme_policy_example_benchmarks_from_its_own_folder(tmp_path):
+    """The README's "Benchmark your own I:J policy": its file and its command, run as a user
+    would, from the folder holding the file (shortened to 1 seed x 12 rounds, one setting)."""
+    text = (ROOT / "README.md").read_text().split("### Benchmark your own I:J policy", 1)[1]
+    source = text.split("```python", 1)[1].split("```", 1)[0]
+    command = text.split("```bash", 1)[1].split("```", 1)[0].split()
+    (tmp_path / "my_policy.py").write_text(source)
+    assert command[:2] == ["sapo-env", "bench-ratio"]
+    done = subprocess.run([sys.executable, "-m", "experiments.cli", *command[1:], "--seeds",
+                           "1", "--rounds", "12", "--settings", "focal", "--jobs", "1",
+                           "--no-plots", "--no-progress", "--out", str(tmp_path / "out")],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert "my_policy:Alternate" in (tmp_path / "out" / "results.md").read_text()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 from collections.abc import Sequence
 
 from experiments import ray_runs
@@ -26,7 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              f"{QUICK['seeds']} seeds")
     parser.add_argument("--policies", nargs="+", default=None, metavar="LABEL",
                         help="policies to evaluate (default: " + " ".join(DEFAULT_POLICIES)
-                             + "); all: " + " ".join(POLICIES))
+                             + "); built in: " + " ".join(POLICIES) + "; all: every built-in "
+                             "one; fixed-J for any J in [0, 8]")
+    parser.add_argument("--policy", action="append", default=[], metavar="MODULE:NAME",
+                        help="your own policy, added to the others (repeatable): a class or "
+                             "function at the top level of an importable module (one in the "
+                             "current folder works), called as NAME(node, seed), returning a "
+                             "sapo_env.RatioPolicy")
     parser.add_argument("--settings", nargs="+", default=None, choices=SETTINGS,
                         help="all: every node uses the policy; focal: node_0 among J=4 nodes; "
                              "mixed: half the nodes among J=0,2,6,8 nodes (default: all three)")
@@ -58,7 +66,12 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
              "jobs": args.jobs, "quick": args.quick, "resume": not args.no_resume,
              "plots": not args.no_plots, "progress": not args.no_progress,
              "ray": ray_runs.options_from_args(args)}
-    optional = {"policies": tuple(args.policies) if args.policies else None,
+    if args.policy and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: my_policy.py here imports
+    policies = tuple(args.policies or ()) + tuple(args.policy)
+    if args.policy and not args.policies:
+        policies = DEFAULT_POLICIES + policies
+    optional = {"policies": policies or None,
                 "settings": tuple(args.settings) if args.settings else None,
                 "seeds": args.seeds, "rounds": args.rounds, "out": args.out}
     return BenchConfig(**given, **{k: v for k, v in optional.items() if v is not None})

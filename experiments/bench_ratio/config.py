@@ -1,8 +1,15 @@
 """What ``sapo-env bench-ratio`` runs: the policies, the three settings, the sweep's settings.
 
-A ratio policy is named by a label (``POLICIES``); worker processes build it from the label,
-so a run is described by plain data. Every run is one swarm of simulated learners (or the
-nodes of any agent factory) under the paper's protocol, in one of three settings:
+A ratio policy is named by a label: a built-in one (``POLICIES``), ``fixed-J`` for any J in
+[0, 8], or the import path of your own, ``"mypkg.mod:MyPolicy"``: a class or function called
+as ``MyPolicy(node, seed)`` (the node's name and an int seed) that returns a
+``sapo_env.RatioPolicy`` (``choose(observation) -> J``, ``update(reward, info)``). Worker
+processes build every policy from its label, so a run is described by plain data; a policy
+class or function itself may be given too (``BenchConfig(policies=(MyPolicy, "fixed-4"))``):
+its import path is used, so it must be defined at the top level of an importable module.
+
+Every run is one swarm of simulated learners (or the nodes of any agent factory) under the
+paper's protocol, in one of three settings:
 
 ``all``
     every node follows the policy (does the policy starve the pool when everyone uses it?);
@@ -24,6 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,13 +60,13 @@ class PolicySpec:
     label: str
     description: str
     initial_num_external: int  #: J in force in round 0, before the policy has chosen
-    #: (seed, max_rounds, sb3_model) -> a ``sapo_env.RatioPolicy``
-    build: Callable[[np.random.SeedSequence, int, str | None], Any]
+    #: (seed, max_rounds, sb3_model, node) -> a ``sapo_env.RatioPolicy``
+    build: Callable[[np.random.SeedSequence, int, str | None, str], Any]
     adaptive: bool = True
 
 
 def _fixed(j: int) -> PolicySpec:
-    def build(seed, max_rounds, model):
+    def build(seed, max_rounds, model, node):
         from agents.ratio import FixedRatio
 
         return FixedRatio(j)
@@ -69,37 +78,37 @@ def _adaptive(label: str, description: str, make: Callable[..., Any]) -> PolicyS
     return PolicySpec(label, description, ADAPTIVE_START_J, make)
 
 
-def _pool_quality(seed, max_rounds, model):
+def _pool_quality(seed, max_rounds, model, node):
     from agents.ratio import PoolQuality
 
     return PoolQuality()
 
 
-def _learning_progress(seed, max_rounds, model):
+def _learning_progress(seed, max_rounds, model, node):
     from agents.ratio import LearningProgress
 
     return LearningProgress()
 
 
-def _ucb(seed, max_rounds, model):
+def _ucb(seed, max_rounds, model, node):
     from agents.ratio import DiscountedUCB
 
     return DiscountedUCB()  # deterministic: no seed
 
 
-def _exp3(seed, max_rounds, model):
+def _exp3(seed, max_rounds, model, node):
     from agents.ratio import EXP3
 
     return EXP3(seed=seed)
 
 
-def _thompson(seed, max_rounds, model):
+def _thompson(seed, max_rounds, model, node):
     from agents.ratio import ThompsonSampling
 
     return ThompsonSampling(seed=seed)
 
 
-def _ppo(seed, max_rounds, model):
+def _ppo(seed, max_rounds, model, node):
     from agents.ratio import SB3Ratio
 
     if model is None:
@@ -123,14 +132,75 @@ DEFAULT_POLICIES = tuple(p for p in POLICIES if p not in ("fixed-0", "ppo"))
 
 
 def spec_of(label: str) -> PolicySpec:
-    """The spec of a benchmarked policy, or of any ``fixed-J`` (the settings' companions)."""
+    """The spec of a policy label: a built-in one, ``fixed-J``, or ``"module:Name"``."""
     if label in POLICIES:
         return POLICIES[label]
+    if ":" in label:
+        return _entered(label)
     prefix, _, j = label.partition("fixed-")
-    if prefix or not j.isdigit():
-        raise ValueError(f"unknown policy {label!r}; expected one of {list(POLICIES)} or "
-                         "fixed-J")
+    if prefix or not j.isdigit() or int(j) > 8:
+        raise ValueError(f"unknown policy {label!r}; expected one of {list(POLICIES)}, fixed-J "
+                         "for J in [0, 8], or the import path of your own, 'mypkg.mod:MyPolicy'")
     return _fixed(int(j))
+
+
+def _entered(path: str) -> PolicySpec:
+    """Your own policy, ``"module:Name"``: ``Name(node, seed)`` builds it for one node."""
+    factory = resolve(path)
+
+    def build(seed, max_rounds, model, node):
+        return factory(node, int(seed.generate_state(1)[0]))
+
+    doc = (inspect.getdoc(factory) or path).splitlines()[0]
+    return PolicySpec(path, doc, ADAPTIVE_START_J, build)
+
+
+def resolve(path: str) -> Callable[..., Any]:
+    """The object an import path ``"module:Name"`` names, with a clear error."""
+    module, _, name = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ValueError(f"policy {path!r} cannot be imported ({error}); give "
+                         "'module:Name' of a class or function at the top level of an "
+                         "importable module") from None
+    if not callable(obj):
+        raise ValueError(f"policy {path!r} is not a class or function")
+    return obj
+
+
+def policy_label(policy: str | Callable[..., Any]) -> str:
+    """A policy's label: a string as it is, a class or function as its import path."""
+    if isinstance(policy, str):
+        return policy
+    path = f"{policy.__module__}:{policy.__qualname__}"
+    try:
+        found = resolve(path)
+    except ValueError:
+        found = None
+    if found is not policy:
+        raise ValueError(f"policy {policy!r} must be defined at the top level of an importable "
+                         f"module (worker processes import it as {path!r})")
+    return path
+
+
+def policy_source_digest(label: str) -> str | None:
+    """A digest of the source of an entered policy's module (its runs rerun when it changes)."""
+    if ":" not in label:
+        return None
+    module = importlib.import_module(label.partition(":")[0])
+    try:
+        return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+    except (OSError, TypeError):
+        return None
+
+
+def file_label(label: str) -> str:
+    """A label as it can appear in a file name: an import path's last name."""
+    return label.rpartition(":")[2].replace(".", "-") if ":" in label else label
+
 
 FULL = {"rounds": 600, "seeds": 3}
 QUICK = {"rounds": 40, "seeds": 2}
@@ -142,9 +212,10 @@ class BenchConfig:
 
     out: str | Path | None = None
     """Output folder (None: ``out/bench-ratio``, quick ``out/bench-ratio-quick``)."""
-    policies: tuple[str, ...] = DEFAULT_POLICIES
-    """Policies to evaluate, labels of ``POLICIES``; ``ppo`` is added when ``sb3_model`` is
-    given."""
+    policies: tuple[Any, ...] = DEFAULT_POLICIES
+    """Policies to evaluate: labels (built-in, ``fixed-J``, ``"module:Name"`` of your own;
+    ``"all"``: every built-in one) or your own policy classes and functions (see the module
+    docstring); ``ppo`` is added when ``sb3_model`` is given."""
     settings: tuple[str, ...] = SETTINGS
     """``all``, ``focal`` and/or ``mixed`` (see the module docstring)."""
     sb3_model: str | None = None
@@ -182,12 +253,22 @@ class BenchConfig:
             object.__setattr__(self, "out", "out/bench-ratio-quick" if self.quick
                                else "out/bench-ratio")
         object.__setattr__(self, "out", Path(self.out))
-        policies = tuple(dict.fromkeys(self.policies))
+        labels = []
+        for policy in self.policies:
+            if policy == "all":
+                labels += [p for p in POLICIES if p != "ppo" or self.sb3_model is not None]
+            else:
+                labels.append(policy_label(policy))
+        policies = tuple(dict.fromkeys(labels))
         if self.sb3_model is not None and "ppo" not in policies:
             policies += ("ppo",)
-        unknown = [p for p in policies if p not in POLICIES]
-        if unknown or not policies:
-            raise ValueError(f"policies must be labels of {list(POLICIES)}, got {list(policies)}")
+        if not policies:
+            raise ValueError("policies is empty")
+        for label in policies:
+            spec_of(label)  # a clear error for an unknown label or a path that does not import
+        files = [file_label(p) for p in policies]
+        if len(set(files)) < len(files):
+            raise ValueError(f"two policies would share run files: {list(policies)}")
         if "ppo" in policies and self.sb3_model is None:
             raise ValueError("policies include 'ppo' but sb3_model is None: give the path of "
                              "a trained model (examples/train_meta_agent.py saves one)")
@@ -223,7 +304,7 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.setting}_{self.policy}_seed{self.seed_index}"
+        return f"{self.setting}_{file_label(self.policy)}_seed{self.seed_index}"
 
     @property
     def path(self) -> Path:
@@ -253,7 +334,7 @@ class RunSpec:
         payload = {"version": __version__, "policy": self.policy, "setting": self.setting,
                    "seed": self.seed_index, "base_seed": c.base_seed, "rounds": c.rounds,
                    "n_agents": c.n_agents, "learner": learners.describe(c.learner),
-                   "model": model}
+                   "model": model, "policy_source": policy_source_digest(self.policy)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

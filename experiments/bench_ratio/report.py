@@ -20,8 +20,8 @@ import numpy as np
 from experiments.bench_ratio.config import (
     FOCAL_COMPANION_J,
     MIXED_COMPANION_J,
-    POLICIES,
     BenchConfig,
+    spec_of,
 )
 from experiments.reproduce.report import format_value, mean_ci, smoothing_window
 from sapo_env.metrics import moving_average
@@ -78,7 +78,7 @@ def summarise(config: BenchConfig,
     stats = {key: _per_seed(rs) for key, rs in runs.items()}
     rows = []
     for setting in config.settings:
-        fixed = [p for p in config.policies if not POLICIES[p].adaptive]
+        fixed = [p for p in config.policies if not spec_of(p).adaptive]
         best = max(fixed, key=lambda p: stats[(setting, p)]["cumulative"].mean(), default=None)
         for policy in config.policies:
             s, rs = stats[(setting, policy)], runs[(setting, policy)]
@@ -89,7 +89,7 @@ def summarise(config: BenchConfig,
             final = np.mean([r["rewards"][-window:, r["uses_policy"]].mean() for r in rs])
             cumulative, ci = mean_ci(s["cumulative"])
             rows.append(Row(
-                setting=setting, policy=policy, adaptive=POLICIES[policy].adaptive,
+                setting=setting, policy=policy, adaptive=spec_of(policy).adaptive,
                 seeds=len(rs), cumulative=cumulative, cumulative_ci=ci, best_fixed=best,
                 vs_best_fixed=diff, vs_best_fixed_ci=diff_ci, final_reward=float(final),
                 generated=float(s["generated"].mean()),
@@ -199,7 +199,7 @@ def plot_num_external(config: BenchConfig,
                              sharey=True, squeeze=False)
     for ax, setting in zip(axes[0], config.settings):
         for policy in config.policies:
-            if not POLICIES[policy].adaptive:
+            if not spec_of(policy).adaptive:
                 continue
             curves = [r["num_external"][:, r["uses_policy"]].mean(axis=1)
                       for r in runs[(setting, policy)]]

@@ -42,7 +42,7 @@ def compute(spec: RunSpec) -> RunFile:
     # with the benchmarked policy's start keeps fixed-J runs identical to reproduce's
     agents = c.learner(names, spec_of(spec.policy).initial_num_external, agent_seed)
     streams = policy_seed(c.base_seed, spec.seed_index).spawn(len(names))
-    policies = {a: spec_of(roles[a]).build(s, c.rounds, c.sb3_model)
+    policies = {a: spec_of(roles[a]).build(s, c.rounds, c.sb3_model, a)
                 for a, s in zip(names, streams)}
     started = time.perf_counter()
     history = sapo_env.run(env, agents, progress=False, seed=env_seed, ratio_policies=policies)
