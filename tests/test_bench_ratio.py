@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 import experiments.reproduce as rp
+from experiments import learners
 from experiments.bench_ratio import BenchConfig, RunSpec, bench, run_one
 from experiments.bench_ratio import cli as bench_cli
 from experiments.bench_ratio.report import _per_seed
@@ -187,3 +189,26 @@ def test_your_own_policy_by_class_or_import_path_all_and_any_fixed_j(tmp_path):
                          ((made_here(),), "top level of an importable module")):
         with pytest.raises(ValueError, match=message):
             BenchConfig(policies=bad)
+
+
+def test_the_learner_option_tiny_real_learners_play_the_benchmark(tmp_path, request,
+                                                                  monkeypatch):
+    """--learner tiny: the tiny specialists (a 2-step warm start here) in the tiny tasks'
+    swarm; --learner MODULE:FACTORY names any factory."""
+    pytest.importorskip("torch")
+    request.getfixturevalue("one_torch_thread")
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
+    parser = bench_cli.add_arguments(__import__("argparse").ArgumentParser())
+    config = bench_cli.config_from_args(parser.parse_args(
+        ["--learner", "tiny", "--policies", "fixed-4", "test_bench_ratio:Alternating",
+         "--settings", "focal", "--seeds", "1", "--rounds", "3", "--nodes", "2", "--jobs", "1",
+         "--no-plots", "--no-progress", "--out", str(tmp_path / "out")]))
+    config = dataclasses.replace(config, learner=dataclasses.replace(
+        config.learner, warm_start_steps=2, target_accuracy=0.99))
+    result = bench(config)
+    assert "tiny transformer nodes" in result.table_markdown
+    run = load_run(tmp_path / "out" / "runs" / "focal_fixed-4_seed0.npz")
+    assert run["rewards"].shape == (3, 2) and run["generated"].sum() > 0
+    sim = bench_cli.config_from_args(parser.parse_args(
+        ["--learner", "experiments.learners:simulated_learners"]))
+    assert sim.learner is learners.simulated_learners

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from experiments import ray_runs
+from experiments import learners, ray_runs
 from experiments.bench_ratio.config import (
     DEFAULT_POLICIES,
     FULL,
@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "function at the top level of an importable module (one in the "
                              "current folder works), called as NAME(node, seed), returning a "
                              "sapo_env.RatioPolicy")
+    parser.add_argument("--learner", default="sim", metavar="sim|tiny|MODULE:FACTORY",
+                        help="who plays the nodes: simulated learners (default), tiny "
+                             "transformer specialists trained by GRPO (real learners, slower: "
+                             "see docs/tiny-reproduce), or an agent factory's import path")
     parser.add_argument("--settings", nargs="+", default=None, choices=SETTINGS,
                         help="all: every node uses the policy; focal: node_0 among J=4 nodes; "
                              "mixed: half the nodes among J=0,2,6,8 nodes (default: all three)")
@@ -65,7 +69,9 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     given = {"sb3_model": args.sb3_model, "base_seed": args.base_seed, "n_agents": args.nodes,
              "jobs": args.jobs, "quick": args.quick, "resume": not args.no_resume,
              "plots": not args.no_plots, "progress": not args.no_progress,
-             "ray": ray_runs.options_from_args(args)}
+             "ray": ray_runs.options_from_args(args),
+             "learner": {"sim": learners.simulated_learners, "tiny": learners.TinyLearners()}.get(
+                 args.learner) or learners.load(args.learner)}
     if args.policy and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: my_policy.py here imports
     policies = tuple(args.policies or ()) + tuple(args.policy)

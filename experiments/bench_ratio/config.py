@@ -229,7 +229,9 @@ class BenchConfig:
     n_agents: int = 8
     """Nodes per swarm (at least 2; the mixed setting needs 2 or more)."""
     learner: AgentFactory = learners.simulated_learners
-    """Who plays the nodes (see ``experiments.learners``)."""
+    """Who plays the nodes (see ``experiments.learners``): the simulated learner, tiny real
+    learners (``learners.TinyLearners()``: their tasks and empty system prompt go into every
+    swarm, their warm starts are trained first) or any agent factory."""
     jobs: int | None = None
     """Runs in parallel processes; None: one per CPU core."""
     ray: RayOptions | None = None
@@ -336,6 +338,13 @@ class RunSpec:
                    "n_agents": c.n_agents, "learner": learners.describe(c.learner),
                    "model": model, "policy_source": policy_source_digest(self.policy)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def swarm_settings(config: BenchConfig) -> dict[str, Any]:
+    """``SwarmConfig`` fields the learner needs in every swarm (the tiny learner's tasks)."""
+    if isinstance(config.learner, learners.TinyLearners):
+        return config.learner.swarm_settings()
+    return {}
 
 
 def settings_dict(config: BenchConfig) -> dict[str, Any]:

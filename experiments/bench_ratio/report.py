@@ -23,6 +23,7 @@ from experiments.bench_ratio.config import (
     BenchConfig,
     spec_of,
 )
+from experiments.learners import describe
 from experiments.reproduce.report import format_value, mean_ci, smoothing_window
 from sapo_env.metrics import moving_average
 
@@ -109,8 +110,11 @@ SETTING_TEXT = {
 
 
 def format_markdown(rows: Sequence[Row], config: BenchConfig) -> str:
+    nodes = {"simulated_learners": "simulated nodes", "TinyLearners": "tiny transformer nodes"
+             }.get(getattr(config.learner, "__name__", type(config.learner).__name__),
+                   f"nodes of {describe(config.learner)}")
     lines = [
-        f"Ratio policies, {config.n_agents} simulated nodes, {config.rounds} rounds, the paper's "
+        f"Ratio policies, {config.n_agents} {nodes}, {config.rounds} rounds, the paper's "
         f"protocol; mean ± 95% CI over {config.seeds} held-out seeds. Cumulative: the policy's "
         "nodes, sum over rounds of their mean reward; vs best fixed: paired difference to the "
         "fixed ratio with the highest cumulative reward in the same setting; generated: "

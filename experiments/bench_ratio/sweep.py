@@ -11,7 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from experiments.bench_ratio.config import BenchConfig, RunSpec, settings_dict, spec_of
+from experiments import learners
+from experiments.bench_ratio.config import (
+    BenchConfig,
+    RunSpec,
+    settings_dict,
+    spec_of,
+    swarm_settings,
+)
 from experiments.bench_ratio.report import Row, format_markdown, plot_num_external, summarise
 from experiments.reproduce.config import seeds_of
 from experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
@@ -36,7 +43,8 @@ def compute(spec: RunSpec) -> RunFile:
     roles = spec.roles()
     names = list(roles)
     initial = {a: spec_of(roles[a]).initial_num_external for a in names}
-    env = sapo_env.parallel_env(n=c.n_agents, max_rounds=c.rounds, num_external=initial)
+    env = sapo_env.parallel_env(n=c.n_agents, max_rounds=c.rounds, num_external=initial,
+                                **swarm_settings(c))
     env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
     # the learners' own J never matters (the policies set every node's), but building them
     # with the benchmarked policy's start keeps fixed-J runs identical to reproduce's
@@ -76,6 +84,8 @@ def bench(config: BenchConfig | None = None) -> BenchResult:
     specs = config.specs()
     todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
     jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
+    if isinstance(config.learner, learners.TinyLearners) and todo:
+        config.learner.warm_starts(jobs)  # trained once, not by every run at the same time
     run_all(compute, todo, len(specs) - len(todo), jobs, config.progress, config.ray)
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for spec in specs:
