@@ -331,6 +331,18 @@ def test_an_over_long_answer_is_never_parsed():
     calls = []
     scores, failures = guard(["x" * 11], calls.append, ScoringLimits(max_answer_chars=10))
     assert calls == [] and failures["too_long"] == 1
+    # the boundary: an answer of exactly max_answer_chars is scored
+    scores, failures = guard(["x" * 10], lambda a: calls.append(a) or 1.0,
+                             ScoringLimits(max_answer_chars=10))
+    assert calls == ["x" * 10] and scores == [1.0] and failures["too_long"] == 0
+
+
+@pytest.mark.parametrize("text", ["1e-999999", "1e-5000", "-1e-999999", "1e999999"])
+def test_decimals_beyond_the_bound_are_refused_both_ways(text):
+    """Tiny exponents as well as huge ones: sympy would carry either as an exact exponent."""
+    with pytest.raises(ValueError):
+        sympy_expression(text)
+    assert sympy_expression("1e-20") == sympy.Float("1e-20")
 
 
 def test_a_scorer_that_swallows_the_timeout_still_stops():
