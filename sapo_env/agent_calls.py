@@ -89,6 +89,25 @@ class ConcurrentAgent(Agent, Protocol):
     def submit_ready(self) -> Future: ...
 
 
+@runtime_checkable
+class Evaluable(Protocol):
+    """An agent whose ``act`` draws randomness that an evaluation must not consume:
+    ``evaluation_scope()`` is a context in which ``act`` leaves no trace (``GRPOAgent``'s puts
+    its random state back). Held-out evaluation (``sapo_env.held_out``) enters it."""
+
+    def evaluation_scope(self) -> Any: ...
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """An agent (or ratio policy, or callback) whose state a checkpoint holds
+    (``sapo_env.checkpoint``)."""
+
+    def state_dict(self) -> Mapping[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
 class NodeFailure(RuntimeError):
     """A node is gone (its process or machine died). Raised by its ``act`` (or the future of
     it), the runner logs it and sends ``{"leave": True}`` for the node, and the run goes on;

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sapo_env.agent_calls import Stateful
 from sapo_env.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -199,8 +200,7 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def _has_state(obj: Any) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(
-        getattr(obj, "load_state_dict", None))
+    return isinstance(obj, Stateful)
 
 
 def _class(obj: Any) -> str:

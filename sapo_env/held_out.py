@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.agent_calls import Evaluable
 from sapo_env.answers import get_extractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
 from sapo_env.runner import Callback, History, RoundRecord
@@ -112,8 +113,7 @@ def _task_counts(questions: Sequence[DrawnQuestion]) -> dict[str, int]:
 
 
 def _evaluation_scope(agent: Any) -> contextlib.AbstractContextManager:
-    scope = getattr(agent, "evaluation_scope", None)
-    return scope() if callable(scope) else contextlib.nullcontext()
+    return agent.evaluation_scope() if isinstance(agent, Evaluable) else contextlib.nullcontext()
 
 
 @dataclass
