@@ -149,6 +149,22 @@ def test_verdict_separates_wins_efficiency_and_nothing():
                          row("thompson", True, -1.0, 2.0, 2.5, 1.0)], config)
     assert "thompson in all (+2.50 per 1k over fixed-4; so do the fixed fixed-7)" in efficient
     assert "too short" in verdict([best], BenchConfig(quick=True))
+    # an undecided difference says how many seeds it would need; a decided one does not
+    assert "Seeds each undecided" not in nothing  # exp3's -5 ± 4 is decided (worse)
+    assert "thompson in all 5 (here 3)" in efficient  # -1 ± 2 at 3 seeds: sd 0.80
+
+def test_seeds_to_decide():
+    from experiments.bench_ratio.report import seeds_to_decide
+    from experiments.reproduce.report import t_quantile_975
+
+    # +1 ± 3 at 3 seeds: sd = 3 * sqrt(3) / 4.303; the answer is the first n whose
+    # interval is narrower than 1
+    sd = 3 * np.sqrt(3) / t_quantile_975(2)
+    n = seeds_to_decide(1.0, 3.0, 3)
+    assert t_quantile_975(n - 1) * sd / np.sqrt(n) < 1
+    assert t_quantile_975(n - 2) * sd / np.sqrt(n - 1) >= 1
+    assert seeds_to_decide(0.0, 1.0, 3) is None and seeds_to_decide(1.0, 0.0, 3) is None
+    assert seeds_to_decide(0.001, 100.0, 3) is None  # beyond 1000 seeds
 
 
 class Alternating:

@@ -24,7 +24,12 @@ from experiments.bench_ratio.config import (
     spec_of,
 )
 from experiments.learners import describe
-from experiments.reproduce.report import format_value, mean_ci, smoothing_window
+from experiments.reproduce.report import (
+    format_value,
+    mean_ci,
+    smoothing_window,
+    t_quantile_975,
+)
 from sapo_env.metrics import moving_average
 
 
@@ -185,7 +190,28 @@ def verdict(rows: Sequence[Row], config: BenchConfig) -> str:
         text.append("**No adaptive policy beats the best fixed ratio** beyond its 95% CI, on "
                     "cumulative reward or on reward per generated completion at no loss of "
                     "reward.")
+    needs = [f"{r.policy} in {r.setting} {n}" for r in rows
+             if r.adaptive and r.vs_best_fixed_ci is not None
+             and abs(r.vs_best_fixed) <= r.vs_best_fixed_ci  # the interval holds 0
+             and (n := seeds_to_decide(r.vs_best_fixed, r.vs_best_fixed_ci, r.seeds))]
+    if needs:
+        text.append("Seeds each undecided difference to the best fixed ratio would need for its "
+                    "95% CI to exclude 0, if the mean and spread stayed as here: "
+                    + ", ".join(needs) + f" (here {config.seeds}).")
     return " ".join(text)
+
+
+def seeds_to_decide(mean: float, ci: float, seeds: int, most: int = 1000) -> int | None:
+    """The fewest seeds whose 95% t interval around ``mean`` excludes 0, with the spread
+    that a half-width ``ci`` at ``seeds`` seeds implies; None beyond ``most`` (or with no
+    difference, or no spread to read)."""
+    if seeds < 2 or not np.isfinite(ci) or ci <= 0 or mean == 0:
+        return None
+    sd = ci * np.sqrt(seeds) / t_quantile_975(seeds - 1)
+    for n in range(2, most + 1):
+        if t_quantile_975(n - 1) * sd / np.sqrt(n) < abs(mean):
+            return n
+    return None
 
 
 def plot_num_external(config: BenchConfig,
