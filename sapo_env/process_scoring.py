@@ -22,8 +22,9 @@ a ``ProcessScoring`` instead (``round_scoring.LocalScoring`` switches by itself)
   against a node's budget. Being a plain subprocess, it works from any thread and does not
   re-import the caller's script (as ``multiprocessing``'s spawn would).
 
-It costs pickling each node's entries and completions both ways and one round trip per node
-(BENCHMARKS.md, "Environment step"). With neither a time limit nor a budget there is nothing
+It costs pickling each node's entries and completions both ways (the calls of a round are sent
+at once and answered in order: no round trip per node; BENCHMARKS.md, "Env step from a worker
+thread"). With neither a time limit nor a budget there is nothing
 to enforce, and the completions are scored in the caller's thread.
 """
 
@@ -63,11 +64,10 @@ class ProcessScoring:
     def score(self, drawn, completions, extract: Any, limits: ScoringLimits,
               owners: Sequence[int], node_budget: float | None
               ) -> list[tuple[np.ndarray, dict[str, int]]]:
-        from sapo_env.round_scoring import score_jobs  # which imports this module
+        from sapo_env.round_scoring import as_jobs, score_jobs  # which imports this module
 
         self.used = True
-        jobs = [(d.question["ref"], d.entry, tuple(t), owner)
-                for d, t, owner in zip(drawn, completions, owners)]
+        jobs = as_jobs(drawn, completions, owners)
         if limits.time_limit is None and node_budget is None:  # nothing to enforce
             return score_jobs(jobs, extract, limits)
         results: list[Any] = [None] * len(jobs)

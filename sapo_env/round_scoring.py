@@ -81,6 +81,13 @@ def _score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
     return results
 
 
+def as_jobs(drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]],
+            owners: Sequence[int]) -> list[Job]:
+    """The questions to score as they travel to another process (``score_jobs`` reads them)."""
+    return [(d.question["ref"], d.entry, tuple(t), owner)
+            for d, t, owner in zip(drawn, completions, owners)]
+
+
 def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLimits,
                node_budget: float | None = None) -> list[tuple[np.ndarray, dict[str, int]]]:
     """What a worker runs: each job's question rebuilt from its ref and entry, then scored
@@ -107,8 +114,7 @@ class RayScoring:
             raise RuntimeError("RayScoring needs Ray: call ray.init() before stepping the env")
         if self._task is None:
             self._task = ray.remote(num_cpus=self.num_cpus)(score_jobs)
-        jobs = [(d.question["ref"], d.entry, tuple(t), owner)
-                for d, t, owner in zip(drawn, completions, owners)]
+        jobs = as_jobs(drawn, completions, owners)
         bounds = np.linspace(0, len(jobs), min(self.workers, len(jobs)) + 1).astype(int)
         parts = [self._task.remote(jobs[a:b], extract, limits, node_budget)
                  for a, b in zip(bounds[:-1], bounds[1:])]
