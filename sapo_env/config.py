@@ -1,4 +1,5 @@
-"""Configuration of a SAPO swarm: ``SwarmConfig`` and ``TaskSpec``, with the paper's defaults.
+"""Configuration of a SAPO swarm: ``SwarmConfig``, with the paper's defaults (its question mix,
+``TaskSpec`` and ``PAPER_TASKS``, is :mod:`sapo_env.task_specs`, importable from here too).
 
 Every field is documented beside its definition and validated on construction; a bad value
 raises ``ValueError`` naming the field, the value and what is allowed.
@@ -15,14 +16,11 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
-import reasoning_gym
-from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from sapo_env.adversaries import TransportAttack, check_adversaries
@@ -31,105 +29,19 @@ from sapo_env.churn import check_join_rounds
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
 from sapo_env.scoring_guard import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIME_LIMIT, ScoringLimits
+from sapo_env.task_specs import (  # noqa: F401 - TaskSpecLike importable from here too
+    MAX_QUESTIONS_PER_STREAM,
+    PAPER_TASKS,
+    TaskSpec,
+    TaskSpecLike,
+    coerce_tasks,
+)
 from sapo_env.validation import check_int
 
 FilterName = Literal["zero_advantage", "none"]
 SamplingName = Literal["uniform", "reputation"]
 AnswerFormatName = Literal["tag", "lenient"]
 ExternalSource = Literal["swarm", "self_replay"]
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """One reasoning-gym task in the question mix."""
-
-    name: str
-    """A task registered in reasoning-gym (``reasoning_gym.factory.DATASETS``)."""
-    weight: float = 1.0
-    """Relative probability of drawing this task for a question."""
-    config: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the task's reasoning-gym config (difficulty); not seed or size."""
-
-    def __post_init__(self) -> None:
-        if self.name not in DATASETS:
-            raise ValueError(
-                f"tasks: unknown reasoning-gym task {self.name!r}; "
-                f"expected one of reasoning_gym.factory.DATASETS ({len(DATASETS)} tasks)"
-            )
-        weight = self.weight
-        if (isinstance(weight, bool) or not isinstance(weight, (int, float))
-                or not math.isfinite(weight) or weight <= 0):
-            raise ValueError(f"tasks: weight of {self.name!r} must be a number > 0, got {weight!r}")
-        object.__setattr__(self, "weight", float(weight))  # int weights would be an int array
-        bad = {"seed", "size"} & set(self.config)
-        if bad:
-            raise ValueError(
-                f"tasks: config of {self.name!r} must not set {sorted(bad)}; "
-                "the env chooses seeds and sizes so questions never repeat"
-            )
-        try:
-            json.dumps(dict(self.config))
-        except TypeError as error:
-            raise ValueError(
-                f"tasks: config of {self.name!r} must be JSON-serialisable (it travels in "
-                f"every question's ref): {error}"
-            ) from None
-        try:  # fail now, not at the first round, on a config reasoning-gym rejects
-            reasoning_gym.create_dataset(self.name, seed=0, size=1, **self.config)
-        except (TypeError, ValueError, AssertionError) as error:
-            raise ValueError(f"tasks: invalid config for {self.name!r}: {error}") from None
-        object.__setattr__(self, "config", dict(self.config))
-
-    @classmethod
-    def coerce(cls, spec: TaskSpecLike) -> TaskSpec:
-        """Accept a task name, a ``(name, weight, config)`` tuple, a mapping or a TaskSpec."""
-        if isinstance(spec, TaskSpec):
-            return spec
-        if isinstance(spec, str):
-            return cls(spec)
-        if isinstance(spec, Mapping):
-            return cls(**spec)
-        if isinstance(spec, Sequence) and 1 <= len(spec) <= 3:
-            return cls(*spec)
-        raise ValueError(
-            f"tasks: expected a task name, (name, weight, config) or TaskSpec, got {spec!r}"
-        )
-
-
-TaskSpecLike = Union[TaskSpec, str, tuple, Mapping[str, Any]]  # noqa: UP007 (runtime alias)
-
-PAPER_TASKS: tuple[TaskSpec, ...] = (
-    TaskSpec("arc_1d", 1.0, {"min_size": 10, "max_size": 30}),
-    TaskSpec(
-        "basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 6, "min_digits": 1, "max_digits": 4}
-    ),
-    TaskSpec("base_conversion", 1.0, {"min_base": 2, "max_base": 16, "min_value": 0,
-                                      "max_value": 1000}),
-    TaskSpec("bf", 1.0, {"difficulty": 1}),
-    TaskSpec("binary_matrix", 1.0, {"min_n": 3, "max_n": 10, "p_zero": 0.25}),
-    TaskSpec("calendar_arithmetic", 1.0, {"year": 2023}),
-    TaskSpec(
-        "decimal_arithmetic",
-        1.0,
-        {"min_terms": 2, "max_terms": 6, "min_num_decimal_places": 1, "max_num_decimal_places": 3},
-    ),
-    TaskSpec("fraction_simplification", 1.0, {"min_value": 1, "max_value": 100}),
-    TaskSpec("propositional_logic", 1.0, {"min_vars": 2, "max_vars": 4}),
-)
-"""The nine tasks of the paper, with the reference implementation's difficulty, equal weights."""
-
-# reasoning-gym derives item i of seed s from seed s + i, so each question stream gets its own
-# block of 2**24 seeds; this bounds how many questions one stream may draw.
-MAX_QUESTIONS_PER_STREAM = 2**24
-
-
-def _coerce_tasks(value: Any, where: str) -> tuple[TaskSpec, ...]:
-    if isinstance(value, (str, TaskSpec)) or not isinstance(value, Sequence):
-        raise ValueError(f"{where}: expected a sequence of task specs, got {value!r}")
-    specs = tuple(TaskSpec.coerce(spec) for spec in value)
-    if not specs:
-        raise ValueError(f"{where}: expected at least one task, got an empty sequence")
-    return specs
 
 
 @dataclass(frozen=True)
@@ -273,7 +185,7 @@ class SwarmConfig:
                 f"{self.max_questions}"
             )
         self._check_num_external()
-        object.__setattr__(self, "tasks", _coerce_tasks(self.tasks, "tasks"))
+        object.__setattr__(self, "tasks", coerce_tasks(self.tasks, "tasks", self.max_rounds))
         if self.node_tasks is not None:
             names = {f"node_{i}" for i in range(self.n_agents)}
             unknown = sorted(set(self.node_tasks) - names)
@@ -290,7 +202,8 @@ class SwarmConfig:
             object.__setattr__(
                 self,
                 "node_tasks",
-                {k: _coerce_tasks(v, f"node_tasks[{k!r}]") for k, v in self.node_tasks.items()},
+                {k: coerce_tasks(v, f"node_tasks[{k!r}]", self.max_rounds)
+                 for k, v in self.node_tasks.items()},
             )
         _check_choice("filter", self.filter, tuple(FILTERS))
         _check_choice("external_sampling", self.external_sampling,

@@ -87,7 +87,8 @@ def config_fingerprint(config: SwarmConfig) -> dict[str, str]:
 
 def _describe(value: Any) -> str:
     if isinstance(value, TaskSpec):
-        return json.dumps([value.name, value.weight, value.config], sort_keys=True)
+        first = [value.first_round] if value.first_round else []  # as before curricula
+        return json.dumps([value.name, value.weight, value.config, *first], sort_keys=True)
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, (list, tuple)):

@@ -222,10 +222,10 @@ class SwarmEnv(ParallelEnv):
                 {a: infos[a] for a in returning})
 
     def _draw_questions(self) -> dict[str, list]:
-        """This round's questions: as many per node as its J in force asks for; a pending node
-        keeps those it holds."""
-        fresh = self._questions.draw_round({a: self.config.questions_for(self._num_external[a])
-                                            for a in self.agents if a not in self._held})
+        """This round's questions: as many per node as its J in force asks for (a pending node
+        keeps those it holds), from the tasks whose first round has come."""
+        fresh = self._questions.draw_round({a: self.config.questions_for(
+            self._num_external[a]) for a in self.agents if a not in self._held}, self.round)
         return {a: self._drawn[a] if a in self._held else fresh[a] for a in self.agents}
 
     def _sharing_state(self) -> tuple:

@@ -72,9 +72,11 @@ def dataset_for(ref: QuestionRef) -> ProceduralDataset:
 
 
 # Entries drawn lately, so that agents re-deriving a question of this round through its ref
-# (demonstrators, simulated learners) look it up instead of generating it a second time.
-# Sized for one round of a 512-node swarm at the paper's B=8, with room to spare.
-@lru_cache(maxsize=8192)
+# (demonstrators, simulated learners) look it up instead of generating it a second time, and a
+# sweep that replays one seed's questions under another policy finds them. Sized for a whole
+# 300-round run of 8 nodes at the paper's B=8 (19,200 entries, about 40 MB), and so for one
+# round of a 4,000-node swarm.
+@lru_cache(maxsize=32768)
 def _entry(task: str, config_items: tuple, seed: int, index: int) -> dict[str, Any]:
     return generate(_dataset(task, config_items, seed), index)
 
@@ -215,11 +217,7 @@ class QuestionSource:
             owner: np.random.default_rng(s)
             for owner, s in zip(owners, task_seq.spawn(len(owners)))
         }
-        self._weights = {
-            owner: np.array([s.weight for s in config.tasks_of(owner)]) for owner in owners
-        }
-        for weights in self._weights.values():
-            weights /= weights.sum()
+        self._specs = {owner: config.tasks_of(owner) for owner in owners}
 
     def state_dict(self) -> dict[str, Any]:
         """Every stream's position and every owner's task generator, as plain data."""
@@ -253,20 +251,25 @@ class QuestionSource:
                                                f"{where}['task_rngs'][{owner!r}]")
         self._streams, self._task_rngs = streams, rngs
 
-    def _draw_for(self, owner: str, count: int) -> list[DrawnQuestion]:
+    def _draw_for(self, owner: str, count: int, round_: int) -> list[DrawnQuestion]:
         streams = self._streams[owner]
-        choices = self._task_rngs[owner].choice(len(streams), size=count, p=self._weights[owner])
+        weights = np.array([s.weight if s.first_round <= round_ else 0.0
+                            for s in self._specs[owner]])
+        choices = self._task_rngs[owner].choice(len(streams), size=count,
+                                                p=weights / weights.sum())
         return [streams[c].draw() for c in choices]
 
-    def draw_round(self, counts: Mapping[str, int]) -> dict[str, list[DrawnQuestion]]:
-        """The questions of the next round: ``counts[node]`` for each node of ``counts``.
+    def draw_round(self, counts: Mapping[str, int], round_: int = 0
+                   ) -> dict[str, list[DrawnQuestion]]:
+        """The questions of round ``round_``: ``counts[node]`` for each node of ``counts``,
+        from the tasks whose ``first_round`` has come.
 
         With shared questions every node gets the first ``counts[node]`` of one common draw.
         """
         if self.config.shared_questions:
-            shared = self._draw_for("shared", max(counts.values(), default=0))
+            shared = self._draw_for("shared", max(counts.values(), default=0), round_)
             return {agent: shared[:count] for agent, count in counts.items()}
-        return {agent: self._draw_for(agent, count) for agent, count in counts.items()}
+        return {agent: self._draw_for(agent, count, round_) for agent, count in counts.items()}
 
 
 def score_completions(

@@ -153,3 +153,46 @@ def test_the_paper_tasks_draw_the_same_questions_under_any_string_hash_seed():
                             env={**os.environ, "PYTHONHASHSEED": seed}).stdout
              for seed in ("1", "2")]
     assert drawn[0] == drawn[1] and len(json.loads(drawn[0])) == 8
+
+
+def test_a_curriculum_adds_tasks_at_their_first_round():
+    """TaskSpec.first_round: a task is drawn from its first round on, never before; tasks of
+    round 0 draw exactly as without a curriculum until the new task comes in."""
+    tasks = [("basic_arithmetic", 1.0, {}), ("spell_backward", 1.0, {}, 3)]
+    config = SwarmConfig(n_agents=2, tasks=tasks, questions_per_round=8, max_rounds=6)
+    source = QuestionSource(config, np.random.SeedSequence(0))
+    rounds = [source.draw_round({a: 8 for a in config.agent_names}, t) for t in range(6)]
+    names = [{d.question["task"] for a in r for d in r[a]} for r in rounds]
+    assert names[:3] == [{"basic_arithmetic"}] * 3
+    assert all("spell_backward" in n for n in names[3:])
+    # the rounds before a task comes in do not depend on when it comes in
+    later = QuestionSource(config.replace(tasks=[tasks[0], ("spell_backward", 1.0, {}, 5)]),
+                           np.random.SeedSequence(0))
+    early = [later.draw_round({a: 8 for a in config.agent_names}, t) for t in range(3)]
+    assert [[d.question["id"] for a in r for d in r[a]] for r in early] == [
+        [d.question["id"] for a in r for d in r[a]] for r in rounds[:3]]
+    with pytest.raises(ValueError, match="at least one task must have first_round 0"):
+        SwarmConfig(tasks=[("basic_arithmetic", 1.0, {}, 2)])
+    with pytest.raises(ValueError, match="is not before max_rounds=5"):
+        SwarmConfig(tasks=tasks, max_rounds=5, node_tasks=None).replace(
+            tasks=[tasks[0], ("spell_backward", 1.0, {}, 5)])
+    with pytest.raises(ValueError, match="first_round of 'spell_backward' must be"):
+        SwarmConfig(tasks=[tasks[0], ("spell_backward", 1.0, {}, -1)])
+
+
+def test_a_curriculum_in_the_env_round_by_round():
+    import sapo_env
+    from agents import DemonstratorAgent
+
+    env = sapo_env.parallel_env(n=2, max_rounds=4, tasks=[
+        "basic_arithmetic", ("spell_backward", 1.0, {}, 2)], questions_per_round=6)
+    observations, _ = env.reset(seed=0)
+    seen = []
+    for _ in range(4):
+        seen.append({q["task"] for o in observations.values() for q in o["questions"]})
+        observations, *_ = env.step({a: DemonstratorAgent(seed=0).act(observations[a])
+                                     for a in env.agents})
+        if not env.agents:
+            break
+    assert seen[0] == seen[1] == {"basic_arithmetic"}
+    assert seen[2] == seen[3] == {"basic_arithmetic", "spell_backward"}
