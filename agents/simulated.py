@@ -236,7 +236,8 @@ class SimulatedLearner(PlainState):
         if not questions:  # J = train_budget: nothing to answer this round, only to consume
             return {"completions": (), "num_external": min(self.config.num_external, budget)}
         # every random number of the round in one draw: format, strategy, explore, right, wrong
-        u = rng.random((5, len(questions), L))
+        slots = max(len(questions), budget) if self.config.slot_aligned_draws else len(questions)
+        u = rng.random((5, slots, L))[:, :len(questions)]
         fmt_cdf = np.cumsum(self.format_probs())
         formats = (u[0, :, :, None] * fmt_cdf[-1] >= fmt_cdf).sum(-1)
         skills = [self.skill(q["task"]) for q in questions]

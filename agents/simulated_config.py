@@ -83,6 +83,15 @@ class SimulatedLearnerConfig:
     line has probability 0 until adopted, so any finite value stops it; a strategy the node
     does not know has its exploration probability. Off by default."""
 
+    # --- randomness ---------------------------------------------------------------------------
+    slot_aligned_draws: bool = False
+    """Draw a round's random numbers for ``train_budget`` questions and use those of the first
+    I, so that the completions of question slot k in round t are the same whatever the node's J
+    (common random numbers: runs that differ only in J then differ only through what J changes,
+    which is what ``sapo-env bench-ratio`` compares). False (the default) draws for the I
+    questions the node was dealt, as every committed simulated run was made; the two agree when
+    I = ``train_budget`` (J = 0)."""
+
     # --- sampling choice ---------------------------------------------------------------------
     num_external: int = 0
     """J: external groups the node asks for every round (clipped to the env's train budget)."""
@@ -105,6 +114,8 @@ class SimulatedLearnerConfig:
                 f"strategy of {STRATEGIES}), got {self.strategy_quality!r}"
             )
         object.__setattr__(self, "strategy_quality", tuple(float(q) for q in self.strategy_quality))
+        if not isinstance(self.slot_aligned_draws, bool):
+            raise ValueError(f"slot_aligned_draws must be a bool, got {self.slot_aligned_draws!r}")
         for name in ("start_jitter", "lr_jitter", "difficulty_spread"):
             if not getattr(self, name) >= 0.0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")

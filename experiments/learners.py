@@ -18,9 +18,9 @@ and the runs are done again.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,34 @@ def simulated_learners(names: Sequence[str], num_external: int,
     from agents.simulated import simulated_swarm
 
     return list(simulated_swarm(names, seed=seed, num_external=num_external).values())
+
+
+@dataclass(frozen=True)
+class SimulatedLearners:
+    """``agents.simulated.SimulatedLearner`` nodes with some fields of their config changed,
+    the same for every node: ``SimulatedLearners({"start_tag_prob": 0.3})``."""
+
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """``SimulatedLearnerConfig`` fields and their values (checked on construction)."""
+
+    def __post_init__(self) -> None:
+        from agents.simulated import SimulatedLearnerConfig
+
+        try:
+            SimulatedLearnerConfig(**self.overrides)
+        except TypeError as error:
+            raise ValueError(f"SimulatedLearners overrides: {error}") from None
+        object.__setattr__(self, "overrides", dict(self.overrides))
+
+    def __call__(self, names: Sequence[str], num_external: int,
+                 seed: np.random.SeedSequence) -> list:
+        from agents.simulated import simulated_swarm
+
+        overrides = {**self.overrides, "num_external": num_external}
+        return list(simulated_swarm(names, seed=seed, **overrides).values())
+
+    def __hash__(self) -> int:  # a frozen dataclass holding a dict: hash its items
+        return hash(tuple(sorted(self.overrides.items())))
 
 
 @dataclass(frozen=True)
@@ -187,6 +215,10 @@ def describe(factory: AgentFactory) -> str:
         from agents.simulated import SimulatedLearnerConfig
 
         return f"simulated_learners {SimulatedLearnerConfig()!r}"
+    if isinstance(factory, SimulatedLearners):
+        from agents.simulated import SimulatedLearnerConfig
+
+        return f"{factory!r} {SimulatedLearnerConfig(**factory.overrides)!r}"
     if isinstance(factory, GRPOLearners):
         from agents import GRPOConfig
 

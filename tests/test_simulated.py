@@ -118,6 +118,41 @@ def test_same_seed_same_completions_and_eval_calls_do_not_shift_training():
         seed=3).act(observation(questions))
 
 
+def test_slot_aligned_draws_make_a_slot_s_completions_independent_of_J():
+    """With slot_aligned_draws, question slot k gets the same random numbers whether the node
+    was dealt 2, 4 or 8 questions; without, only the full budget draws as before."""
+    questions = make_questions(8)
+    aligned = SimulatedLearnerConfig(slot_aligned_draws=True)
+    full = SimulatedLearner(aligned, seed=3).act(observation(questions))["completions"]
+    for dealt in (2, 4, 6):
+        part = SimulatedLearner(aligned, seed=3).act(observation(questions[:dealt]))
+        assert part["completions"] == full[:dealt]
+        plain = SimulatedLearner(seed=3).act(observation(questions[:dealt]))
+        assert plain["completions"] != full[:dealt]  # the old draws: slot k moves with I
+    assert SimulatedLearner(seed=3).act(observation(questions))["completions"] == full
+    with pytest.raises(ValueError, match="slot_aligned_draws must be a bool"):
+        SimulatedLearnerConfig(slot_aligned_draws=1)
+
+
+def test_simulated_learners_factory_applies_its_overrides_and_names_them():
+    from experiments import learners
+
+    factory = learners.SimulatedLearners({"start_tag_prob": 0.3, "slot_aligned_draws": True})
+    nodes = factory(["node_0", "node_1"], 2, np.random.SeedSequence(0))
+    assert [n.config.start_tag_prob for n in nodes] == [0.3, 0.3]
+    assert [n.config.num_external for n in nodes] == [2, 2]
+    reference = simulated_swarm(["node_0", "node_1"], seed=np.random.SeedSequence(0),
+                                num_external=2, start_tag_prob=0.3, slot_aligned_draws=True)
+    obs = observation(make_questions(4))
+    assert [n.act(obs) for n in nodes] == [n.act(obs) for n in reference.values()]
+    assert "start_tag_prob=0.3" in learners.describe(factory)
+    assert learners.describe(factory) != learners.describe(learners.SimulatedLearners())
+    with pytest.raises(ValueError, match="SimulatedLearners overrides: .*'nope'"):
+        learners.SimulatedLearners({"nope": 1})
+    with pytest.raises(ValueError, match="start_tag_prob must be in"):
+        learners.SimulatedLearners({"start_tag_prob": 2.0})
+
+
 def test_swarm_nodes_start_different_and_overrides_apply():
     swarm = simulated_swarm(3, seed=0, num_external=2, lr_jitter=0.5)
     assert list(swarm) == ["node_0", "node_1", "node_2"]
