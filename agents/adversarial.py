@@ -30,6 +30,16 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     honest nodes' completions that carry the line (:func:`agents.injection.carries`); the
     defense is the receiver's own log-probability check
     (``SimulatedLearnerConfig.min_external_logprob``, ``GRPOConfig.min_external_logprob``).
+``misleading``
+    every group pairs right answers written with the most careless approach (a guess) with
+    wrong answers written with a careful one (step by step), all in ``<answer>`` tags. The
+    verifier scores them honestly, so receivers' GRPO steps reinforce the careless approach
+    and penalise the careful one: a group that is correct, informative and new, which no
+    packet check, reputation or cap can tell from an honest one, and that teaches what makes
+    answers wrong. It names only approaches every simulated learner knows from the start:
+    naming the best one ("verify") would teach it to nodes that had not found it, which
+    helps them (measured: docs/ratio-policies.md). Models a node that shares rollouts chosen
+    to mislead; what limits it is how much of the pool a node takes (J).
 ``scoring_dos``
     every completion is an answer built to be as slow to score as possible (``SLOW_ANSWERS``:
     an exponent of a billion digits, power towers, nesting just under the answer size limit,
@@ -39,11 +49,13 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     (``timeout``) and each node a scoring budget per round (``budget``,
     ``SwarmConfig.node_score_budget``), so the node stalls a round by at most its budget.
 
-``garbage``, ``wrong_answers`` and ``scoring_dos`` keep the J in force
+``garbage``, ``wrong_answers``, ``misleading`` and ``scoring_dos`` keep the J in force
 (``SwarmConfig.num_external`` sets it), ``poison`` asks for the inner node's; every attack
-learns through the inner node. Randomness comes from ``seed`` through one
-``numpy.random.SeedSequence`` child per round, so a run is reproducible and a checkpoint
-needs only the inner node's state.
+learns through the inner node. ``active=[(start, stop), ...]`` limits the attack to those
+rounds (half-open ranges): in the others the inner node plays honestly, as a node that turns
+hostile, or an on-off attacker that hides between bursts, would. Randomness comes from
+``seed`` through one ``numpy.random.SeedSequence`` child per round, so a run is reproducible
+and a checkpoint needs only the inner node's state.
 
 Example::
 
@@ -62,15 +74,16 @@ from typing import Any, Literal
 import numpy as np
 
 from agents.injection import INJECTED_LINE
-from agents.simulated_text import wrong_answer
+from agents.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
 from agents.wrapper import AgentWrapper
 from sapo_env.adversaries import adversary_nodes
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation
 
-AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison", "scoring_dos"]
+AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison", "misleading",
+                      "scoring_dos"]
 AGENT_ATTACKS: tuple[str, ...] = ("garbage", "wrong_answers", "free_rider", "poison",
-                                  "scoring_dos")
+                                  "misleading", "scoring_dos")
 SLOW_ANSWERS: tuple[str, ...] = (
     "1e999999999", "9**9**9**9", "10^10^10^10", "(" * 1000 + "1" + ")" * 1000,
     "[" * 1000 + "]" * 1000, "9" * 2000, "1/" * 1000 + "1", "sqrt(" * 340 + "2" + ")" * 340,
@@ -91,13 +104,17 @@ class AdversarialAgent(AgentWrapper):
             ``free_rider``'s unshared answers.
         attack: one of ``AGENT_ATTACKS``.
         seed: an int or a ``numpy.random.SeedSequence``: the attack's random text.
+        active: the rounds of the attack, as half-open ``(start, stop)`` ranges (None: every
+            round); in the others ``inner`` plays.
     """
 
-    def __init__(self, inner: Any, attack: AgentAttack, seed: int | np.random.SeedSequence = 0):
+    def __init__(self, inner: Any, attack: AgentAttack, seed: int | np.random.SeedSequence = 0,
+                 active: Sequence[tuple[int, int]] | None = None):
         if attack not in AGENT_ATTACKS:
             raise ValueError(f"attack must be one of {list(AGENT_ATTACKS)}, got {attack!r}")
         super().__init__(inner)
         self.attack = attack
+        self.active = None if active is None else _check_active(active)
         self._seed = seed if isinstance(seed, np.random.SeedSequence) \
             else np.random.SeedSequence(seed)
 
@@ -105,9 +122,15 @@ class AdversarialAgent(AgentWrapper):
         return np.random.default_rng(np.random.SeedSequence(
             self._seed.entropy, spawn_key=(*self._seed.spawn_key, max(int(round_), 0))))
 
+    def attacking(self, round_: int) -> bool:
+        """Whether the node attacks in round ``round_``."""
+        return self.active is None or any(a <= round_ < b for a, b in self.active)
+
     def act(self, observation: Observation) -> Action:
         questions = observation["questions"]
         L = int(observation["completions_per_question"])
+        if not self.attacking(int(observation["round"])):
+            return self.inner.act(observation)
         if self.attack == "free_rider":
             action = self.inner.act(observation) if questions else {"completions": ()}
             return {"completions": action["completions"],
@@ -122,6 +145,14 @@ class AdversarialAgent(AgentWrapper):
                 f"I am certain of this.\n<answer>{wrong_answer(_answer(q), u)}</answer>"
                 for u in rng.random(L).tolist()) for q in questions)
             return {"completions": completions, "num_external": observation["num_external"]}
+        if self.attack == "misleading":
+            right = math.ceil(L / 2)
+            completions = tuple(
+                (_CARELESS.format(answer),) * right + tuple(
+                    _CAREFUL.format(wrong_answer(answer, u))
+                    for u in rng.random(L - right).tolist())
+                for answer in map(_answer, questions))
+            return {"completions": completions, "num_external": observation["num_external"]}
         if self.attack == "scoring_dos":
             picks = rng.integers(len(SLOW_ANSWERS), size=(len(questions), L)).tolist()
             completions = tuple(tuple(f"<answer>{SLOW_ANSWERS[k]}</answer>" for k in row)
@@ -133,6 +164,23 @@ class AdversarialAgent(AgentWrapper):
             (f"{INJECTED_LINE}\n<answer>{_answer(q)}</answer>",) * poisoned + tuple(own[poisoned:])
             for q, own in zip(questions, action["completions"]))
         return {**action, "completions": completions}
+
+
+_CARELESS = TEMPLATES[0][STRATEGY_INDEX["guess"]]  #: misleading's right answers: tagged guesses
+_CAREFUL = TEMPLATES[0][STRATEGY_INDEX["step-by-step"]]  #: and its wrong ones, worked through
+
+
+def _check_active(active: Any) -> tuple[tuple[int, int], ...]:
+    """``active`` as a tuple of ``(start, stop)`` round ranges, each 0 <= start < stop."""
+    def is_round(r: Any) -> bool:
+        return isinstance(r, (int, np.integer)) and not isinstance(r, bool) and r >= 0
+
+    ranges = tuple(tuple(r) if isinstance(r, (tuple, list)) else r for r in active)
+    if not all(isinstance(r, tuple) and len(r) == 2 and is_round(r[0]) and is_round(r[1])
+               and r[0] < r[1] for r in ranges):
+        raise ValueError(f"active must be (start, stop) round ranges with 0 <= start < stop, "
+                         f"got {active!r}")
+    return tuple((int(a), int(b)) for a, b in ranges)
 
 
 def _answer(question: Mapping[str, Any]) -> str:
@@ -151,10 +199,12 @@ def _garbage(rng: np.random.Generator) -> str:
 
 def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
                       fraction: float | None = None, nodes: Sequence[str] | None = None,
-                      seed: int | np.random.SeedSequence = 0) -> dict[str, Any]:
-    """``agents`` with some nodes wrapped in ``AdversarialAgent(agent, attack)``: the last
-    ``round(fraction * n)`` of them (as ``sapo_env.adversaries.adversary_nodes`` picks them),
-    or the named ``nodes``. Each adversary draws from its own child of ``seed``."""
+                      seed: int | np.random.SeedSequence = 0,
+                      active: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """``agents`` with some nodes wrapped in ``AdversarialAgent(agent, attack, active=...)``:
+    the last ``round(fraction * n)`` of them (as ``sapo_env.adversaries.adversary_nodes``
+    picks them), or the named ``nodes``. Each adversary draws from its own child of
+    ``seed``."""
     if (fraction is None) == (nodes is None):
         raise ValueError("give either fraction (of the nodes, from the last) or nodes (names)")
     names = list(agents)
@@ -164,5 +214,5 @@ def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
         raise ValueError(f"nodes {unknown} are not in the swarm; the nodes are {names}")
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     streams = dict(zip(names, seq.spawn(len(names))))
-    return {a: AdversarialAgent(agent, attack, streams[a]) if a in chosen else agent
+    return {a: AdversarialAgent(agent, attack, streams[a], active) if a in chosen else agent
             for a, agent in agents.items()}

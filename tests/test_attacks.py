@@ -307,6 +307,56 @@ def test_poison_is_correct_and_carries_the_injected_line():
     assert all((g["rewards"][:4] == 1.0).all() for g in poisoned)  # the verifier rewards it
 
 
+def test_misleading_groups_are_honestly_scored_and_teach_the_careless_approach():
+    from agents.simulated_text import STRATEGY_INDEX, parse_completion
+
+    env, action, observations, rewards, infos = play_round("misleading")
+    for group in action["completions"]:
+        parsed = [parse_completion(t) for t in group]
+        assert parsed[:4] == [(0, STRATEGY_INDEX["guess"])] * 4       # tagged guesses ...
+        assert parsed[4:] == [(0, STRATEGY_INDEX["step-by-step"])] * 4  # ... and worked ones
+    shared = [g for g in observations["node_0"]["pool"] if g["source"] == "node_3"]
+    assert shared and all((g["rewards"][:4] == 1.0).all() and (g["rewards"][4:] == 0.0).all()
+                          for g in shared)               # right guesses, wrong careful work
+    # a learner that trains on them comes to prefer guessing over working step by step
+    learner = simulated_swarm(1, seed=0, known_strategies=("guess", "recall", "step-by-step",
+                                                           "verify"))["node_0"]
+    skill = learner.skill(shared[0]["task"])
+    guess, careful = STRATEGY_INDEX["guess"], STRATEGY_INDEX["step-by-step"]
+    before = skill.probs()
+    for _ in range(30):
+        learner.learn([{**g, "local": False} for g in shared])
+    after = skill.probs()
+    assert after[guess] > before[guess] + 0.05 and after[careful] < before[careful] - 0.05
+
+
+def test_an_attack_limited_to_some_rounds_plays_honestly_in_the_others():
+    env = swarm(max_rounds=6)
+    honest = learners(env)
+    attacking = adversarial_swarm(learners(env), "misleading", nodes=["node_3"],
+                                  active=[(2, 4)])
+    class Texts(sapo_env.Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_round_end(self, record):
+            self.seen.append(record.actions["node_3"]["completions"])
+
+    runs = {}
+    for name, agents in (("honest", honest), ("attack", attacking)):
+        texts = Texts()
+        sapo_env.run(env, agents, seed=0, progress=False, callbacks=[texts])
+        runs[name] = texts.seen
+    assert runs["honest"][:2] == runs["attack"][:2]              # honest before round 2
+    assert all(runs["honest"][t] != runs["attack"][t] for t in (2, 3))
+    assert all(t.startswith("Approach: guess") for t in runs["attack"][2][0][:4])
+    assert [attacking["node_3"].attacking(t) for t in range(6)] == [False, False, True, True,
+                                                                     False, False]
+    for bad in ([(3, 3)], [(-1, 2)], [(0, 1, 2)], [(0.5, 2)], "soon"):
+        with pytest.raises(ValueError, match="active must be"):
+            AdversarialAgent(honest["node_0"], "misleading", active=bad)
+
+
 def poisoned_swarm(**learner_overrides):
     """One poisoner among four nodes, 10 rounds: the share of the honest nodes' completions
     that carry the injected line in the last round."""
