@@ -19,9 +19,11 @@ from agents.ratio import (
     DiscountedUCB,
     FixedRatio,
     LearningProgress,
+    LinUCBRatio,
     PoolQuality,
     RatioFeatures,
     SB3Ratio,
+    ScheduledRatio,
     ThompsonSampling,
 )
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
@@ -46,8 +48,9 @@ _LAZY = {
 _LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
 
 __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
-           "LearningProgress", "PoolQuality", "RandomAgent", "RatioFeatures", "SB3Ratio",
-           "SimulatedLearner", "SimulatedLearnerConfig", "ThompsonSampling",
+           "LearningProgress", "LinUCBRatio", "PoolQuality", "RandomAgent", "RatioFeatures",
+           "SB3Ratio", "ScheduledRatio", "SimulatedLearner", "SimulatedLearnerConfig",
+           "ThompsonSampling",
            "adversarial_swarm", "simulated_swarm", *_LAZY]
 
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import sapo_env
 from agents.ratio.bandits import EXP3, PAYOFFS, DiscountedUCB, ThompsonSampling
-from agents.ratio.rules import FixedRatio, LearningProgress, PoolQuality
+from agents.ratio.contextual import CONTEXT, LinUCBRatio
+from agents.ratio.rules import FixedRatio, LearningProgress, PoolQuality, ScheduledRatio
 
 
 def obs(budget: int, j: int, round: int = 0) -> dict:
@@ -295,7 +296,9 @@ def _policies(budget: int, data) -> list:
         DiscountedUCB(gamma=data.draw(st.floats(0.01, 1)), arms=data.draw(arms), payoff=p),
         EXP3(arms=data.draw(arms), seed=seed, payoff=p),
         ThompsonSampling(gamma=data.draw(st.floats(0.01, 1)), seed=np.random.SeedSequence(seed),
-                         arms=data.draw(arms), payoff=p))]
+                         arms=data.draw(arms), payoff=p),
+        LinUCBRatio(alpha=data.draw(st.floats(0.01, 2)), gamma=data.draw(st.floats(0.01, 1)),
+                    arms=data.draw(arms), payoff=p))]
 
 
 @settings(max_examples=60, deadline=None)
@@ -413,7 +416,81 @@ def test_run_with_ratio_policies_on_a_simulated_swarm():
     assert max(policies["node_2"].chosen) <= 7          # PoolQuality keeps answering
 
 
-@pytest.mark.parametrize("module", ["agents.ratio.rules", "agents.ratio.bandits"])
+@pytest.mark.parametrize("module", ["agents.ratio.rules", "agents.ratio.bandits",
+                                    "agents.ratio.contextual"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+# ---------------------------------------------------------------- ScheduledRatio and LinUCB
+
+
+def test_scheduled_ratio_puts_each_phase_in_force_from_its_first_round():
+    policy = ScheduledRatio([(0, 6), (3, 0), (5, 2)])
+    # choose at round t sets the J of round t + 1
+    assert drive(policy, 8, 6, [(0.5, {})] * 7) == [6, 6, 0, 0, 2, 2, 2]
+    assert [policy.num_external_at(t) for t in range(7)] == [6, 6, 6, 0, 0, 2, 2]
+    for bad in ([], [(1, 4)], [(0, 4), (0, 2)], [(0, 4), (5, 2), (3, 1)], [(0, -1)]):
+        with pytest.raises(ValueError, match="schedule"):
+            ScheduledRatio(bad)
+    with pytest.raises(ValueError, match="ScheduledRatio num_external=6 exceeds"):
+        ScheduledRatio([(0, 6)]).choose(obs(4, 2))
+
+
+def test_linucb_regressions_by_hand():
+    """Two arms, payoff "reward" (J_t earns r_t), gamma 0.5, ridge 1: A and b after two
+    credits, computed from the update rule in the docstring."""
+    policy = LinUCBRatio(alpha=1.0, gamma=0.5, arms=(2, 6), payoff="reward")
+    d = len(CONTEXT) + 1
+    j0 = policy.choose(obs(8, 4, 0))           # chosen on the empty context: no credit yet
+    x0 = policy.context(obs(8, j0, 0))
+    assert x0[-1] == 1.0 and len(x0) == d
+    policy.update(0.5, info(4))                # round 0 ran at J = 4, not an arm: no credit
+    assert np.array_equal(policy.gram, np.tile(np.eye(d), (2, 1, 1)))
+    j1 = policy.choose(obs(8, j0, 1))
+    x1 = policy.context(obs(8, j0, 1))
+    policy.update(0.75, info(j0))              # round 1 ran at j0, chosen on x0
+    arm = (2, 6).index(j0)
+    expected = 0.5 * np.tile(np.eye(d), (2, 1, 1)) + 0.5 * np.eye(d)  # discounted toward I
+    expected[arm] += np.outer(x0, x0)
+    np.testing.assert_allclose(policy.gram, expected)
+    np.testing.assert_allclose(policy.moments[arm], 0.75 * x0)
+    # the index is theta . x + alpha * sqrt(x A^-1 x), arm by arm
+    inverse = np.linalg.inv(expected)
+    by_hand = [inverse[k] @ policy.moments[k] @ x1 + np.sqrt(x1 @ inverse[k] @ x1)
+               for k in range(2)]
+    np.testing.assert_allclose(policy.indexes(x1), by_hand)
+    assert j1 in (2, 6)
+
+
+def test_linucb_learns_which_J_pays_in_which_context():
+    """A toy in which J = 6 pays when the pool is large and J = 0 when it is empty, the pool
+    alternating every 40 rounds (payoff "reward": J_t earns r_t): the context tells the two
+    states apart, so LinUCB plays the right J in most late rounds of each state."""
+    policy = LinUCBRatio(arms=(0, 6), alpha=0.2, gamma=1.0, window=1, payoff="reward")
+    rng = np.random.default_rng(0)
+    in_force, right = 4, []
+    for t in range(800):
+        large = (t // 40) % 2 == 0
+        pool = 16 if large else 0
+        best = 6 if large else 0
+        chosen = policy.choose({**obs(8, in_force, t), "questions": ("q",)})
+        reward = float(np.clip(rng.normal(0.7 if in_force == best else 0.3, 0.1), 0, 1))
+        policy.update(reward, info(in_force, pool_size_filtered=pool,
+                                   pool=0.5 if large else None))
+        if t >= 400 and t % 40 >= 5:
+            right.append(in_force == best)
+        in_force = chosen
+    assert np.mean(right) > 0.8, np.mean(right)
+
+
+def test_linucb_state_round_trips():
+    import pickle
+
+    policy = LinUCBRatio(arms=(0, 4, 6))
+    chosen = drive(policy, 8, 4, [(0.5, {})] * 12)
+    again = LinUCBRatio(arms=(0, 4, 6))
+    again.load_state_dict(pickle.loads(pickle.dumps(policy.state_dict())))
+    rest = [(0.2 * (t % 3), {}) for t in range(12)]
+    assert drive(policy, 8, chosen[-1], rest) == drive(again, 8, chosen[-1], rest)

@@ -5,17 +5,21 @@ A ratio policy has ``choose(observation) -> J`` (the J of the node's next round)
 the J that was in force): ``sapo_env.RatioPolicy``. ``sapo_env.run(env, agents,
 ratio_policies={node: policy})`` applies it to any agent, simulated or language model.
 
-- ``rules``: ``FixedRatio`` (the paper's fixed I/J), ``PoolQuality``, ``LearningProgress``.
+- ``rules``: ``FixedRatio`` (the paper's fixed I/J), ``ScheduledRatio`` (J by round),
+  ``PoolQuality``, ``LearningProgress``.
 - ``bandits``: ``DiscountedUCB``, ``EXP3``, ``ThompsonSampling`` over J.
+- ``contextual``: ``LinUCBRatio``, a contextual bandit over J that reads the node's situation
+  (its reward, the pool's size and reward, ...), not only its reward stream.
 - ``features`` and ``sb3``: ``RatioFeatures`` (what a learned policy observes, the meta envs'
   observation) and ``SB3Ratio`` (a trained stable-baselines3 policy; SB3 is imported only
   when a model is loaded).
 """
 
 from agents.ratio.bandits import EXP3, DiscountedUCB, ThompsonSampling
+from agents.ratio.contextual import LinUCBRatio
 from agents.ratio.features import RatioFeatures
-from agents.ratio.rules import FixedRatio, LearningProgress, PoolQuality
+from agents.ratio.rules import FixedRatio, LearningProgress, PoolQuality, ScheduledRatio
 from agents.ratio.sb3 import SB3Ratio
 
-__all__ = ["EXP3", "DiscountedUCB", "FixedRatio", "LearningProgress", "PoolQuality",
-           "RatioFeatures", "SB3Ratio", "ThompsonSampling"]
+__all__ = ["EXP3", "DiscountedUCB", "FixedRatio", "LearningProgress", "LinUCBRatio",
+           "PoolQuality", "RatioFeatures", "SB3Ratio", "ScheduledRatio", "ThompsonSampling"]

@@ -10,6 +10,8 @@ node only in rounds in which it answered something (``info["generated_completion
 and by default never take J above ``train_budget - 1``, so that the node keeps measuring itself.
 
 - ``FixedRatio``: always the same J (the paper's I/J configurations: 8/0, 6/2, 4/4, 2/6).
+- ``ScheduledRatio``: J by round, from a fixed piecewise-constant schedule (the form of
+  ``sapo-env bench-ratio``'s oracle).
 - ``PoolQuality``: one more external group while the pool looks better than the node's own
   rollouts, one fewer otherwise.
 - ``LearningProgress``: the reward-trend rule that gensyn-ai's rl-swarm uses for task
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents.plain_state import PlainState
@@ -65,6 +67,50 @@ class FixedRatio(PlainState):
     def choose(self, observation: Observation) -> int:
         check_fits_budget("FixedRatio", self.num_external, observation["train_budget"])
         return self.num_external
+
+    def update(self, reward: float, info: Mapping[str, Any]) -> None:
+        """Nothing to learn."""
+
+
+class ScheduledRatio(PlainState):
+    """J by round from a fixed schedule: an open-loop policy, the same in every swarm.
+
+    Update rule: none. ``choose`` at round t's observation sets the J in force in round
+    t + 1 (as every ratio policy's does): the J of the last phase that has begun by then.
+
+    Args:
+        schedule: ``(first_round, J)`` pairs, first rounds strictly increasing, the first 0:
+            J is in force from its first round until the next pair's. Round 0's J is the env's
+            (``SwarmConfig.num_external``); set it to the first phase's J for the schedule to
+            hold from round 0.
+
+    Example::
+
+        >>> policy = ScheduledRatio([(0, 6), (100, 0)])
+        >>> [policy.choose({"train_budget": 8, "round": t}) for t in (0, 98, 99)]
+        [6, 6, 0]
+    """
+
+    def __init__(self, schedule: Sequence[tuple[int, int]]):
+        phases = [tuple(p) for p in schedule]
+        rounds = [r for r, _ in phases]
+        if (not phases or any(len(p) != 2 for p in phases) or rounds[0] != 0
+                or any(b <= a for a, b in zip(rounds, rounds[1:]))):
+            raise ValueError(f"schedule must be (first_round, J) pairs, the first at round 0, "
+                             f"first rounds strictly increasing; got {list(schedule)!r}")
+        for r, j in phases:
+            check_int("schedule J", j, 0)
+            check_int("schedule first_round", r, 0)
+        self.schedule = tuple((int(r), int(j)) for r, j in phases)
+
+    def num_external_at(self, round_: int) -> int:
+        """The J the schedule puts in force in round ``round_``."""
+        return next(j for r, j in reversed(self.schedule) if r <= round_)
+
+    def choose(self, observation: Observation) -> int:
+        j = self.num_external_at(int(observation["round"]) + 1)
+        check_fits_budget("ScheduledRatio", j, observation["train_budget"])
+        return j
 
     def update(self, reward: float, info: Mapping[str, Any]) -> None:
         """Nothing to learn."""
@@ -265,4 +311,4 @@ class LearningProgress(_Bounds):
         self.level = min(max(self.level + step, lo), hi)
 
 
-__all__ = ["FixedRatio", "LearningProgress", "PoolQuality"]
+__all__ = ["FixedRatio", "LearningProgress", "PoolQuality", "ScheduledRatio"]
