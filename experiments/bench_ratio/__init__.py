@@ -1,24 +1,28 @@
-"""``sapo-env bench-ratio``: ratio policies (adaptive I:J) evaluated on held-out swarm seeds.
+"""``sapo-env bench-ratio``: ratio policies (adaptive I:J) scored against what adaptation can win.
 
-Every policy of ``agents.ratio`` (fixed ratios, the pool-quality and learning-progress rules,
-discounted UCB, EXP3, Thompson sampling, and a trained PPO policy when given) drives simulated
-learners under the paper's protocol in three settings (every node, one node among fixed J = 4
-nodes, a mixed population) over several seeds. The table reports per policy the cumulative
-reward with its 95% CI and its paired difference to the best fixed ratio, the generation cost
-and the reward per 1,000 generated completions, and for the swarm its cumulative reward and
-its worst node; a figure shows J over time. ::
+Every policy plays every scenario (:mod:`experiments.bench_ratio.scenarios`: three stationary
+swarms, skill that drifts, a curriculum, churn, attackers that turn on or go on and off) on
+held-out seeds, all policies on the same seeds. Each scenario reports its headroom: the oracle
+(the best schedule of a few equal phases, found on training seeds) minus the best fixed ratio
+(also found there), and each policy the fraction of that headroom it captures, with 95% CIs
+over the paired seeds. ::
 
     from experiments.bench_ratio import BenchConfig, bench
     result = bench(BenchConfig(quick=True))
     print(result.table_markdown)
 
-Modules: ``config`` (policies, settings, the benchmark's settings), ``sweep`` (running and
-resuming), ``report`` (statistics, table, figure), ``cli``.
+Modules: ``scenarios`` (the swarms), ``policies`` (the policies by label), ``config`` (the
+learner, the settings, one run),
+``tuning`` (the training-seed searches: best fixed ratio, oracle, the policies' tuning),
+``sweep`` (running and resuming), ``report`` (statistics, tables, figure), ``cli``.
 """
 
-from experiments.bench_ratio.config import POLICIES, SETTINGS, BenchConfig, RunSpec
-from experiments.bench_ratio.report import Row
+from experiments.bench_ratio.config import BenchConfig, RunSpec
+from experiments.bench_ratio.policies import POLICIES
+from experiments.bench_ratio.report import Headroom, Row
+from experiments.bench_ratio.scenarios import SCENARIOS
 from experiments.bench_ratio.sweep import BenchResult, bench, run_one
+from experiments.bench_ratio.tuning import tune
 
-__all__ = ["POLICIES", "SETTINGS", "BenchConfig", "BenchResult", "Row", "RunSpec", "bench",
-           "run_one"]
+__all__ = ["POLICIES", "SCENARIOS", "BenchConfig", "BenchResult", "Headroom", "Row", "RunSpec",
+           "bench", "run_one", "tune"]
