@@ -64,18 +64,24 @@ def test_readme_usage_block_runs():
     assert 0.3 < namespace["history"].swarm_mean.mean() < 0.7  # demonstrators at accuracy 0.5
 
 
-def test_readme_policy_example_benchmarks_from_its_own_folder(tmp_path):
-    """The README's "Benchmark your own I:J policy": its file and its command, run as a user
-    would, from the folder holding the file (shortened to 1 seed x 12 rounds, one setting)."""
+def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp_path):
+    """The README's "Benchmark your own I:J policy": its policy, its test (run with pytest)
+    and its command, run as a user would, from the folder holding the files (the command
+    shortened to 1 seed x 12 rounds, one scenario)."""
     text = (ROOT / "README.md").read_text().split("### Benchmark your own I:J policy", 1)[1]
-    source = text.split("```python", 1)[1].split("```", 1)[0]
+    policy, test = [block.split("```", 1)[0] for block in text.split("```python")[1:3]]
     command = text.split("```bash", 1)[1].split("```", 1)[0].split()
-    (tmp_path / "my_policy.py").write_text(source)
+    (tmp_path / "my_policy.py").write_text(policy)
+    (tmp_path / "test_my_policy.py").write_text(test)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "test_my_policy.py"], cwd=tmp_path, capture_output=True,
+                            text=True, env=env)
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout
     assert command[:2] == ["sapo-env", "bench-ratio"]
     done = subprocess.run([sys.executable, "-m", "experiments.cli", *command[1:], "--seeds",
-                           "1", "--rounds", "12", "--settings", "focal", "--jobs", "1",
+                           "1", "--rounds", "12", "--scenarios", "adversarial", "--jobs", "1",
                            "--no-plots", "--no-progress", "--out", str(tmp_path / "out")],
-                          cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    assert "my_policy:Alternate" in (tmp_path / "out" / "results.md").read_text()
+    assert "my_policy:BackOff" in (tmp_path / "out" / "results.md").read_text()
