@@ -4,7 +4,7 @@
 is the node underneath, which still learns from the batches the env gives it and, where the
 attack says so, writes some of the text. An attack here needs no forged packet: the env scores
 and publishes the text as it does any node's (forged packets are ``SwarmConfig.adversaries``,
-:mod:`sapo_env.adversaries`). The attacks (``AGENT_ATTACKS``):
+:mod:`sapo_env.defenses.transport_attacks`). The attacks (``AGENT_ATTACKS``):
 
 ``garbage``
     every completion is random: empty, a few hundred random characters (printable and not,
@@ -44,7 +44,7 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     every completion is an answer built to be as slow to score as possible (``SLOW_ANSWERS``:
     an exponent of a billion digits, power towers, nesting just under the answer size limit,
     huge integers, long fractions), to stall the round for everyone. What stops it: the env's
-    scoring guard (:mod:`sapo_env.scoring_guard`): the safe parsers bound numbers before
+    scoring guard (:mod:`sapo_env.scoring.guard`): the safe parsers bound numbers before
     computing them, deep nesting fails as ``recursion``, each completion has a time limit
     (``timeout``) and each node a scoring budget per round (``budget``,
     ``SwarmConfig.node_score_budget``), so the node stalls a round by at most its budget.
@@ -76,7 +76,7 @@ import numpy as np
 from agents.injection import INJECTED_LINE
 from agents.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
 from agents.wrapper import AgentWrapper
-from sapo_env.adversaries import adversary_nodes
+from sapo_env.defenses.transport_attacks import adversary_nodes
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation
 
@@ -202,7 +202,8 @@ def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
                       seed: int | np.random.SeedSequence = 0,
                       active: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
     """``agents`` with some nodes wrapped in ``AdversarialAgent(agent, attack, active=...)``:
-    the last ``round(fraction * n)`` of them (as ``sapo_env.adversaries.adversary_nodes``
+    the last ``round(fraction * n)`` of them (as
+    ``sapo_env.defenses.transport_attacks.adversary_nodes``
     picks them), or the named ``nodes``. Each adversary draws from its own child of
     ``seed``."""
     if (fraction is None) == (nodes is None):

@@ -9,13 +9,13 @@ reproducible and a checkpoint needs only the inner node's state.
 
 Example::
 
-    >>> import sapo_env
+    >>> import sapo_env.runtime
     >>> from agents import DemonstratorAgent
     >>> from agents.churning import ChurningAgent
     >>> env = sapo_env.parallel_env(n=3, max_rounds=4)
     >>> nodes = [DemonstratorAgent(seed=0), DemonstratorAgent(seed=1),
     ...          ChurningAgent(DemonstratorAgent(seed=2), leave_round=2)]
-    >>> history = sapo_env.run(env, nodes, seed=0, progress=False)
+    >>> history = sapo_env.runtime.run(env, nodes, seed=0, progress=False)
     >>> history.rewards[:, 2].round(2).tolist()      # node_2 played rounds 0 and 1
     [1.0, 1.0, nan, nan]
 """

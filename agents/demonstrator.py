@@ -12,7 +12,7 @@ carry the tag contrasts right with wrong answers only, and one whose completions
 same is filtered out of the pool before anyone can sample it. With ``accuracy=1`` and
 ``tag_probability=0.5`` a group of 4 mixes tagged and untagged answers 7 times in 8, and the tag
 is the only thing that separates reward 1 from 0 (the experiment in
-``experiments.format_propagation``).
+``sapo_experiments.format_propagation``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ node of a ``sapo_env`` swarm:
     completions for every question in one batched ``generate`` call (left padding), decodes
     them without special tokens and returns them with ``num_external``, the J of the node's
     next round (the observation's ``num_external`` is the J in force now). To choose J
-    adaptively, give ``sapo_env.run`` a ratio policy for the node (``agents.ratio``).
+    adaptively, give ``sapo_env.runtime.run`` a ratio policy for the node (``agents.ratio``).
 ``learn(batch)``
     a GRPO step on the training set the env assembled. Local and external groups are treated
     alike: each completion is re-encoded as text with this agent's tokenizer, under the chat
@@ -48,13 +48,13 @@ same seed, same completions.
 
 Example::
 
-    import sapo_env
+    import sapo_env.runtime
     from agents import GRPOAgent, GRPOConfig
 
     env = sapo_env.parallel_env(n=2)
     config = GRPOConfig(max_new_tokens=64)
     agents = [GRPOAgent("smollm2-135m", config=config, seed=s) for s in range(2)]
-    sapo_env.run(env, agents, rounds=5)
+    sapo_env.runtime.run(env, agents, rounds=5)
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ class GRPOAgent:
     @contextlib.contextmanager
     def evaluation_scope(self) -> Iterator[None]:
         """Inside, ``act`` leaves no trace: the random state is put back afterwards, so
-        evaluating in the middle of a run (``sapo_env.metrics``' held-out evaluation enters
+        evaluating in the middle of a run (``sapo_env.runtime.metrics``' held-out evaluation enters
         this scope) does not change the run."""
         state = self.rng.state_dict()
         try:

@@ -10,7 +10,8 @@ Joint generation: the agents share a :class:`JointActor` as ``agent.joint_actor`
 observations of several of them, keyed by env node name, ``act_jointly`` generates every
 completion of every node in one batched ``generate`` call with a per-row adapter
 (:mod:`agents.mixed_adapters`): fewer, larger calls (the gain over acting node by node is
-measured in BENCHMARKS.md, "LM agent"). ``sapo_env.run`` uses it whenever live agents share a
+measured in BENCHMARKS.md, "LM agent"). ``sapo_env.runtime.run`` uses it whenever live agents share
+a
 joint actor. Joint generation draws from the joint actor's own random stream, so a node's
 completions differ from those it would sample alone (each path is reproducible from the
 seed).
@@ -23,12 +24,12 @@ does not know.
 
 Example::
 
-    import sapo_env
+    import sapo_env.runtime
     from agents import GRPOConfig, lora_swarm
 
     env = sapo_env.parallel_env(n=4)
     agents = lora_swarm("smollm2-135m", 4, GRPOConfig(learning_rate=1e-5))
-    sapo_env.run(env, agents, rounds=10)  # one generate call per round for all four
+    sapo_env.runtime.run(env, agents, rounds=10)  # one generate call per round for all four
 
 (This module is ``agents.lora`` rather than ``agents.lora_swarm``: a submodule named like the
 function would shadow it in ``from agents import lora_swarm``.)

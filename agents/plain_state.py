@@ -1,6 +1,6 @@
 """``state_dict()`` / ``load_state_dict(state)`` (torch's names) for agents and ratio policies
 whose state is a few attributes: what they have learned and drawn, as plain data, so that a
-checkpoint (``sapo_env.Checkpoint``) resumes them exactly.
+checkpoint (``sapo_env.runtime.Checkpoint``) resumes them exactly.
 
 A class names its state in ``_state_fields``. ``state_dict`` returns those attributes as plain
 values: numpy generators as their bit-generator state, seed sequences as theirs, deques as

@@ -1,6 +1,6 @@
 """Nodes in Ray actors: ``remote(factory, num_cpus=1, num_gpus=0)`` builds ``factory()`` inside
 its own Ray actor (its own process, on any machine of the cluster) and returns a local handle
-that is an agent like any other. The env stays in the driver; ``sapo_env.run`` starts every
+that is an agent like any other. The env stays in the driver; ``sapo_env.runtime.run`` starts every
 remote node's ``act`` (then ``learn``) before it waits for any, so the nodes work at the same
 time. A round is synchronous: the run is exactly the in-process run for the same seed, since
 each node computes what it would compute at home (``tests/test_remote.py`` checks it).
@@ -13,7 +13,7 @@ Use::
 
     ray.init()                          # or ray.init(address="auto") on a cluster
     nodes = remote_swarm({a: partial(SimulatedLearner, seed=i) ...}, num_cpus=1)
-    history = sapo_env.run(env, nodes, seed=0)
+    history = sapo_env.runtime.run(env, nodes, seed=0)
 
 ``factory`` is called in the actor: pass a function (a class, a ``functools.partial``), not a
 built agent, so that a model is loaded where it runs. ``num_gpus=1`` gives the actor one GPU
@@ -25,9 +25,9 @@ Several nodes can share one actor (``remote_joint``, ``remote_swarm(..., nodes_p
 a shared base model, or light nodes for which a remote call per node and round would cost more
 than their work. The actors run at once; the nodes inside one run one after the other.
 
-When an actor dies (its process, or its machine), its calls raise ``sapo_env.NodeFailure``:
-the runner removes the node from the swarm and the run goes on. With ``sapo_env.run(...,
-deadline=...)`` the rounds do not wait for slow nodes (``sapo_env.asynchronous``).
+When an actor dies (its process, or its machine), its calls raise ``sapo_env.runtime.NodeFailure``:
+the runner removes the node from the swarm and the run goes on. With ``sapo_env.runtime.run(...,
+deadline=...)`` the rounds do not wait for slow nodes (``sapo_env.runtime.asynchronous``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
-from sapo_env.agent_calls import NodeFailure, act_all, learn_all
+from sapo_env.runtime.agent_calls import NodeFailure, act_all, learn_all
 from sapo_env.types import Action, Group, Observation
 
 

@@ -66,12 +66,12 @@ make sharing cost as much as it costs them, nor reproduce either control (BENCHM
 
 Example::
 
-    import sapo_env
+    import sapo_env.runtime
     from agents.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=8)
     agents = simulated_swarm(env.possible_agents, seed=0, num_external=4)   # the 4/4 setting
-    history = sapo_env.run(env, agents, rounds=200)
+    history = sapo_env.runtime.run(env, agents, rounds=200)
 """
 
 from __future__ import annotations

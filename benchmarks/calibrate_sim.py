@@ -43,7 +43,7 @@ grows.
 Every other field keeps its default; ``--set field=value`` (repeatable) changes one for the
 whole calibration, to see what a mechanism does once the fit has absorbed it, or to match the
 target's starting point (``start_tag_prob``: the tiny nodes are warm-started to tag their
-answers). Runs use the reproduce sweep's seeds (``experiments.reproduce.config.seeds_of``,
+answers). Runs use the reproduce sweep's seeds (``sapo_experiments.reproduce.config.seeds_of``,
 base seed 0). ``--write`` replaces the section of BENCHMARKS.md named after the target, the
 free parameters and the overrides.
 """
@@ -66,10 +66,11 @@ import numpy as np
 from benchmarks_md import machine, write_section
 
 import sapo_env
+import sapo_env.runtime
 from agents.simulated import SimulatedLearnerConfig, simulated_swarm
-from experiments.learners import TinyLearners
-from experiments.reproduce.config import BY_LABEL, EXPERIMENTS, ReproduceConfig, seeds_of
-from sapo_env.metrics import PAPER_WINDOW, moving_average
+from sapo_env.runtime.metrics import PAPER_WINDOW, moving_average
+from sapo_experiments.learners import TinyLearners
+from sapo_experiments.reproduce.config import BY_LABEL, EXPERIMENTS, ReproduceConfig, seeds_of
 
 logger = logging.getLogger("calibrate_sim")
 
@@ -193,7 +194,7 @@ class Calibration:
                                  num_external=experiment.num_external, **self.overrides,
                                  **params)
         start = time.perf_counter()
-        history = sapo_env.run(env, agents, seed=env_seed, progress=False)
+        history = sapo_env.runtime.run(env, agents, seed=env_seed, progress=False)
         wall = time.perf_counter() - start
         run = Run(label, seed_index, key[2], history.cumulative_reward,
                   band_width(history.rewards), wall)

@@ -5,8 +5,9 @@ Run by hand (not a test):  python benchmarks/env_step.py [--rounds 30] [--write]
 Measures, with canned completions of ~300 characters (half carrying the right answer):
 - the median ``env.step`` time at the paper defaults (n=8, L=8, 4/4 under the paper's protocol:
   each node answers 4 questions, 256 completions a round), with the protections against
-  untrusted text on (``sapo_env.scoring_guard``'s per-completion time limit and size limit,
-  ``sapo_env.safe_scorers``), and at n=8 also without them (no time limit, reasoning-gym's own
+  untrusted text on (``sapo_env.scoring.guard``'s per-completion time limit and size limit,
+  ``sapo_env.scoring.safe_scorers``), and at n=8 also without them (no time limit, reasoning-gym's
+  own
   scorers): what the protections cost;
 - in the same run, the time reasoning-gym alone (its own scorers) takes to generate those
   questions and to extract and score those completions (the floor any env must pay);
@@ -35,7 +36,8 @@ from benchmarks_md import machine, write_section
 from reasoning_gym.utils import extract_answer
 
 import sapo_env
-from sapo_env import safe_scorers, tasks
+from sapo_env import tasks
+from sapo_env.scoring import safe_scorers
 from sapo_env.tasks import dataset_for, reference_answer, resolve
 
 FILLER = "Let me think about this step by step, checking each part of the question. " * 4

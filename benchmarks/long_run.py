@@ -3,8 +3,10 @@
 Run by hand (not a test):  python benchmarks/long_run.py [--rounds 100000] [--write]
 
 Target: over 100,000 rounds of 8 simulated learners (paper defaults, 4/4), the process's resident
-memory after warm-up grows by no more than 5%. The loop is ``sapo_env.play_round``, the round
-that ``sapo_env.run`` plays, without ``run``'s ``History``, which keeps every round's infos on
+memory after warm-up grows by no more than 5%. The loop is ``sapo_env.runtime.play_round``, the
+round
+that ``sapo_env.runtime.run`` plays, without ``run``'s ``History``, which keeps every round's infos
+on
 purpose (for 100,000 rounds of 8 nodes that is the run's record, not a leak: see the note
 written into BENCHMARKS.md). Resident memory (VmRSS) is read from /proc every ``--every`` rounds;
 warm-up is the first ``--warmup`` rounds (caches of questions and datasets fill up there).
@@ -24,6 +26,7 @@ from pathlib import Path
 from benchmarks_md import BENCHMARKS_MD, machine, write_section
 
 import sapo_env
+import sapo_env.runtime
 from agents.simulated import simulated_swarm
 
 SECTION = "## Long run"
@@ -46,7 +49,7 @@ def measure(rounds: int, every: int, n: int = 8, num_external: int = 4) -> dict:
     marks, memory, swarm_reward = [0], [rss_mb()], 0.0
     start = time.perf_counter()
     for t in range(1, rounds + 1):
-        record = sapo_env.play_round(env, agents, observations)
+        record = sapo_env.runtime.play_round(env, agents, observations)
         observations = record.observations
         swarm_reward += sum(record.rewards.values()) / len(record.rewards)
         if t % every == 0:
@@ -94,16 +97,17 @@ def report(result: dict, warmup: int) -> str:
         SECTION, "",
         f"`python benchmarks/long_run.py --rounds {rounds} --write` on "
         f"{datetime.date.today()}, {machine()}: {result['n']} simulated learners, 4/4, paper "
-        f"defaults, {rounds} rounds of `sapo_env.play_round` in {result['wall_s'] / 60:.0f} min "
+        f"defaults, {rounds} rounds of `sapo_env.runtime.play_round` in "
+        f"{result['wall_s'] / 60:.0f} min "
         f"({1e3 * result['wall_s'] / rounds:.1f} ms a round); resident memory read every "
         f"{result['marks'][1]} rounds after a garbage collection.", "",
         f"- Resident memory after warm-up ({warmup} rounds): {first:.0f} MB; after {rounds} "
         f"rounds: {last:.0f} MB; growth **{100 * rel:+.1f}%** (goal <= {100 * GOAL:.0f}%: "
         f"{verdict}).",
-        "- `sapo_env.run` keeps a `History`: per round its reward arrays and every node's infos "
-        "and learn metrics, a record that grows with the run by design (a few KB a round for 8 "
-        "nodes). For runs this long, drive `play_round` yourself, as this benchmark does, and "
-        "keep what you need.",
+        "- `sapo_env.runtime.run` keeps a `History`: per round its reward arrays and every "
+        "node's infos and learn metrics, a record that grows with the run by design (a few "
+        "KB a round for 8 nodes). For runs this long, drive `play_round` yourself, as this "
+        "benchmark does, and keep what you need.",
         "",
         f"![resident memory over a long run]({FIGURE.relative_to(BENCHMARKS_MD.parent)})", "",
         "| round | RSS (MB) |", "| ---: | ---: |",

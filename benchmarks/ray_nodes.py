@@ -33,6 +33,7 @@ from benchmarks_md import machine, write_section
 from env_step import canned_actions
 
 import sapo_env
+import sapo_env.runtime
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 SECTION = "## Ray nodes"
@@ -61,10 +62,10 @@ def sim_node(child):
 def timed_rounds(env, nodes: dict, rounds: int) -> float:
     """Seconds per round over ``rounds`` rounds, after one warm-up round."""
     observations, _ = env.reset(seed=0)
-    observations = sapo_env.play_round(env, nodes, observations).observations
+    observations = sapo_env.runtime.play_round(env, nodes, observations).observations
     start = time.perf_counter()
     for _ in range(rounds):
-        observations = sapo_env.play_round(env, nodes, observations).observations
+        observations = sapo_env.runtime.play_round(env, nodes, observations).observations
     return (time.perf_counter() - start) / rounds
 
 
@@ -90,7 +91,7 @@ class TimedScoring:
 def timed_steps(scoring, steps: int, n: int = 512) -> tuple[float, float]:
     """Wall-clock seconds per env step of ``n`` nodes on canned completions, after one, and of
     its scoring alone."""
-    from sapo_env.round_scoring import LocalScoring
+    from sapo_env.scoring.round_scoring import LocalScoring
 
     timed = TimedScoring(scoring or LocalScoring())
     env = sapo_env.parallel_env(n=n, max_rounds=steps + 2, num_external=4, scoring=timed)
@@ -110,7 +111,7 @@ def measure(rounds: int, sim_rounds: int, steps: int) -> dict:
     import ray
 
     from agents.remote import remote, remote_swarm
-    from sapo_env.round_scoring import RayScoring
+    from sapo_env.scoring.round_scoring import RayScoring
 
     lm_factories = [partial(lm_node, seed=i) for i in range(2)]
     names = lm_env().possible_agents

@@ -18,6 +18,7 @@ import time
 from benchmarks_md import machine, write_section
 
 import sapo_env
+import sapo_env.runtime
 from agents.simulated import SimulatedLearner, simulated_swarm
 
 SECTION = "## Simulated swarm"
@@ -50,7 +51,7 @@ def measure(rounds: int, n: int = 8, num_external: int = 4) -> dict[str, float]:
     learners = simulated_swarm(env.possible_agents, seed=0, num_external=num_external)
     agents = {a: Timed(learner, clock) for a, learner in learners.items()}
     start = time.perf_counter()
-    history = sapo_env.run(env, agents, seed=0, progress=False)
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False)
     wall = time.perf_counter() - start
     node_rounds = rounds * n
     return {"rounds": rounds, "n": n, "wall_s": wall, "act_ms": 1e3 * clock["act"] / node_rounds,

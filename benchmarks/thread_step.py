@@ -3,7 +3,8 @@
 Run by hand (not a test):  python benchmarks/thread_step.py [--rounds 10] [--sizes 8 512] [--write]
 
 The signal timer that bounds each completion's scoring works only in the main thread; from any
-other thread the env scores in a child process that it can kill (``sapo_env.process_scoring``).
+other thread the env scores in a child process that it can kill
+(``sapo_env.scoring.process_scoring``).
 This measures what that costs: the median ``env.step`` at the paper defaults (the canned
 completions of ``benchmarks/env_step.py``: ~300 characters, every other one right), called in
 the main thread and from a worker thread, wall time, and the CPU time of this process and of
@@ -77,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
              f"{after[0]:.2f}, {after[1]:.2f}.", "",
              "Median `env.step` over the timed rounds, paper defaults, canned completions "
              "(`benchmarks/env_step.py`), in the main thread (signal timer) and from a worker "
-             "thread (scoring in the killable child process, `sapo_env.process_scoring`).", "",
+             "thread (scoring in the killable child process, "
+             "`sapo_env.scoring.process_scoring`).", "",
              "| n | called from | wall ms | CPU ms, this process | CPU ms, scoring child | "
              "wall, thread / main |", "| ---: | --- | ---: | ---: | ---: | ---: |"]
     main_wall = {r["n"]: r["wall_ms"] for r in results if not r["thread"]}

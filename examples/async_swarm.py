@@ -9,7 +9,7 @@ straggler, takes three times as long. Conditions:
 - ``sync``: no straggler, every node at the same speed (the reference);
 - ``sync, straggler``: every round waits for the straggler;
 - ``async, straggler``: a round waits at most ``--deadline`` x act-seconds; the straggler plays
-  the rounds it misses as pending and answers late (``sapo_env.asynchronous``);
+  the rounds it misses as pending and answers late (``sapo_env.runtime.asynchronous``);
 - ``sync, killed`` and ``async, killed``: the straggler swarm, with ``node_0``'s actor killed
   at half time (it leaves the swarm, the run goes on).
 
@@ -39,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 import sapo_env
+import sapo_env.runtime
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
 from agents.slow import SlowAgent
-from experiments.reproduce.report import mean_ci
+from sapo_experiments.reproduce.report import mean_ci
 
 KILLED = "node_0"  # killed at half time in the "killed" conditions; the straggler is the last
 CONDITIONS = ("sync", "sync, straggler", "async, straggler", "sync, killed", "async, killed")
@@ -52,7 +53,7 @@ def slow_learner(seed: np.random.SeedSequence, act_seconds: float) -> SlowAgent:
     return SlowAgent(SimulatedLearner(SimulatedLearnerConfig(num_external=4), seed), act_seconds)
 
 
-class Timeline(sapo_env.Callback):
+class Timeline(sapo_env.runtime.Callback):
     """Records when each round ended, and kills a node's actor after a given round."""
 
     def __init__(self, kill_after: int | None):
@@ -84,7 +85,7 @@ def play(condition: str, args: argparse.Namespace, seed: int) -> dict:
         node.state_dict()  # every actor is up before the clock starts
     timeline = Timeline(args.rounds // 2 if condition.endswith("killed") else None)
     deadline = args.deadline * args.act_seconds if condition.startswith("async") else None
-    history = sapo_env.run(env, nodes, seed=seed, progress=False, deadline=deadline,
+    history = sapo_env.runtime.run(env, nodes, seed=seed, progress=False, deadline=deadline,
                            callbacks=[timeline])
     for node in nodes.values():
         node.kill()

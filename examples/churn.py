@@ -33,9 +33,10 @@ from pathlib import Path
 import numpy as np
 
 import sapo_env
+import sapo_env.runtime
 from agents.churning import ChurningAgent
 from agents.simulated import simulated_swarm
-from experiments.reproduce.report import mean_ci
+from sapo_experiments.reproduce.report import mean_ci
 
 FOUNDERS = [f"node_{i}" for i in range(8)]
 LEAVERS = FOUNDERS[4:]  # the founders that leave at half time in "turnover"
@@ -56,7 +57,7 @@ def play(condition: str, rounds: int, seed: int) -> np.ndarray:
             nodes[a] = ChurningAgent(node, offline_probability=0.25, seed=stream)
         elif turnover and a in LEAVERS:
             nodes[a] = ChurningAgent(node, leave_round=half, seed=stream)
-    return sapo_env.run(env, nodes, seed=seed, progress=False).rewards
+    return sapo_env.runtime.run(env, nodes, seed=seed, progress=False).rewards
 
 
 def summarise(runs: dict[str, list[np.ndarray]], rounds: int, window: int) -> dict:

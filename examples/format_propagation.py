@@ -24,9 +24,10 @@ import time
 import numpy as np
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent, GRPOConfig
 from agents.lora import lora_swarm
-from experiments.format_propagation import (
+from sapo_experiments.format_propagation import (
     EASY_ARITHMETIC,
     SHORT_SYSTEM_PROMPT,
     StopsPublishing,
@@ -77,12 +78,13 @@ if with_demo:
                   if args.condition == "demonstrator-leaves" else demo)
 nodes = dict(zip(env.possible_agents, agents))
 
-# --- the loop: act, step, learn (sapo_env.run does the same; we need each round's questions)
+# --- the loop: act, step, learn (sapo_env.runtime.run does the same; we need each round's
+# questions)
 observations, _ = env.reset(seed=args.seed)
 for t in range(args.rounds):
     start = time.perf_counter()
     questions = {a: observations[a]["questions"] for a in env.agents}
-    record = sapo_env.play_round(env, nodes, observations)
+    record = sapo_env.runtime.play_round(env, nodes, observations)
     observations = record.observations
     cells = []
     for a in env.possible_agents[:LM_NODES]:

@@ -39,10 +39,11 @@ from pathlib import Path
 import numpy as np
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent, GRPOAgent, GRPOConfig
 from agents.lora import lora_swarm
 from agents.models import resolve_device
-from sapo_env.answers import extract_tag
+from sapo_env.scoring.answers import extract_tag
 
 EASY_ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2,
                                               "min_digits": 1, "max_digits": 1})]
@@ -113,14 +114,14 @@ def tag_share(completions) -> float:
     return sum(extract_tag(t) is not None for t in texts) / max(len(texts), 1)
 
 
-class PrintRound(sapo_env.Callback):
+class PrintRound(sapo_env.runtime.Callback):
     """One line per round: each node's reward and <answer>-tag share, and the round time."""
 
     def __init__(self, kinds: dict[str, str]):
         self.kinds = kinds
         self.start = time.perf_counter()
 
-    def on_round_end(self, record: sapo_env.RoundRecord) -> None:
+    def on_round_end(self, record: sapo_env.runtime.RoundRecord) -> None:
         cells = [f"{name} ({self.kinds[name]}) reward {reward:.3f} tags "
                  f"{tag_share(record.actions[name]['completions']):.2f}"
                  for name, reward in record.rewards.items()]
@@ -130,7 +131,7 @@ class PrintRound(sapo_env.Callback):
         self.start = now
 
 
-def main(argv: list[str] | None = None) -> sapo_env.History:
+def main(argv: list[str] | None = None) -> sapo_env.runtime.History:
     args = build_parser().parse_args(argv)
     v = resolve_args(args)
     env_options = dict(tasks=EASY_ARITHMETIC, answer_format="lenient") if v["easy"] else {}
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> sapo_env.History:
     ]
     agents = lm_agents + demonstrators  # LM nodes are node_0 .. node_{n-1}, as lora_swarm binds
     kinds = {name: ("LM" if i < v["n"] else "demo") for i, name in enumerate(env.possible_agents)}
-    history = sapo_env.run(env, agents, seed=args.seed, callbacks=[PrintRound(kinds)],
+    history = sapo_env.runtime.run(env, agents, seed=args.seed, callbacks=[PrintRound(kinds)],
                            progress=False)
     print("cumulative reward per node:",
           {name: round(float(np.nansum(history.node_rewards(name))), 3)

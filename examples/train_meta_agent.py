@@ -4,7 +4,7 @@ Every round a SAPO node trains on ``train_budget`` = 8 groups: I of its own and 
 the swarm's shared pool. Under the paper's protocol it answers only I = 8 - J questions, so a
 larger J saves generation but gives the pool less to share. Here each node of a swarm of
 simulated learners is an RL agent whose only action is its J for the next round
-(``experiments.meta.parallel_env``); all nodes share one PPO policy (parameter sharing through
+(``sapo_experiments.meta.parallel_env``); all nodes share one PPO policy (parameter sharing through
 SuperSuit, the usual way to train a PettingZoo swarm with stable-baselines3).
 
 Steps, top to bottom:
@@ -12,7 +12,7 @@ Steps, top to bottom:
     2. train PPO (an MLP on the ``RatioFeatures`` vector), logging to TensorBoard,
     3. save the model,
     4. evaluate it on held-out seeds: whole swarms driven by the learned policy (``SB3Ratio``)
-       against swarms at fixed J (``FixedRatio``), with ``sapo_env.run``.
+       against swarms at fixed J (``FixedRatio``), with ``sapo_env.runtime.run``.
 
 Run:
     python examples/train_meta_agent.py              # ~7 min on 2 CPU cores
@@ -36,10 +36,11 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.utils import set_random_seed
 
 import sapo_env
+import sapo_env.runtime
 from agents.ratio.rules import FixedRatio
 from agents.ratio.sb3 import SB3Ratio
-from experiments import meta
-from experiments.learners import simulated_learners
+from sapo_experiments import meta
+from sapo_experiments.learners import simulated_learners
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -114,7 +115,7 @@ def evaluate(args: argparse.Namespace, model: PPO, eval_seeds: list[int]) -> dic
             env = sapo_env.parallel_env(n=args.n, max_rounds=args.rounds)
             learners = simulated_learners(env.possible_agents, 4, np.random.SeedSequence(seed))
             policies = {a: make_policy() for a in env.possible_agents}
-            history = sapo_env.run(env, learners, seed=seed, progress=False,
+            history = sapo_env.runtime.run(env, learners, seed=seed, progress=False,
                                    ratio_policies=policies)
             net = history.rewards - args.generation_cost * history.generated
             cumulative.append(history.cumulative_reward)

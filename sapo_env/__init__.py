@@ -3,43 +3,30 @@
     >>> import sapo_env
     >>> env = sapo_env.parallel_env(n=8)          # the paper's defaults
     >>> observations, infos = env.reset(seed=0)
+
+This package is the environment. Running a swarm of agents in it (the act -> step -> learn
+loop, callbacks, checkpoints, asynchronous rounds, TensorBoard, metrics of a run) is
+``sapo_env.runtime``; scoring answers is ``sapo_env.scoring``; what the env does against
+hostile packets is ``sapo_env.defenses``.
 """
 
 from __future__ import annotations
 
-from sapo_env.checkpoint import Checkpoint
 from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
-from sapo_env.runner import (
-    Callback,
-    History,
-    NodeFailure,
-    RatioPolicy,
-    RoundRecord,
-    play_round,
-    run,
-)
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.types import make_observation
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 __all__ = [
     "PAPER_TASKS",
-    "Callback",
-    "Checkpoint",
-    "History",
-    "NodeFailure",
-    "RatioPolicy",
-    "RoundRecord",
     "SwarmConfig",
     "SwarmEnv",
     "TaskSpec",
     "env",
     "make_observation",
     "parallel_env",
-    "play_round",
     "raw_env",
-    "run",
 ]
 
 

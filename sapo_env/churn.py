@@ -27,11 +27,12 @@ A real swarm's machines come and go. The env's contract, in PettingZoo's terms:
   them. Its groups are stamped with the round of their questions, so they reach the pool only
   while that round is inside the pool window (``infos[node]["staleness"]`` is the rounds they
   waited, ``infos[node]["stale_unshared"]`` the shared groups too old to publish); the node
-  still trains on them. ``sapo_env.run(..., deadline=...)`` sends it for remote nodes that miss
+  still trains on them. ``sapo_env.runtime.run(..., deadline=...)`` sends it for remote nodes that
+  miss
   the round's deadline.
 
 Every node that played the round normally has ``infos[node]["status"] == "online"``.
-``sapo_env.run`` records a reward only for nodes that played (NaN elsewhere), and only they
+``sapo_env.runtime.run`` records a reward only for nodes that played (NaN elsewhere), and only they
 learn and reach the callbacks. The schedule of who joins when is part of the config, so churn
 keeps a run reproducible from its seed: each node's questions come from its own stream, so
 who else is online never changes them.

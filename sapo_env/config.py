@@ -23,12 +23,12 @@ from typing import Any, Literal
 
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from sapo_env.adversaries import TransportAttack, check_adversaries
-from sapo_env.answers import EXTRACTORS, AnswerExtractor
 from sapo_env.churn import check_join_rounds
+from sapo_env.defenses.attack_names import TransportAttack, check_adversaries
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
-from sapo_env.scoring_guard import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIME_LIMIT, ScoringLimits
+from sapo_env.scoring.answers import EXTRACTORS, AnswerExtractor
+from sapo_env.scoring.guard import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIME_LIMIT, ScoringLimits
 from sapo_env.task_specs import (  # noqa: F401 - TaskSpecLike importable from here too
     MAX_QUESTIONS_PER_STREAM,
     PAPER_TASKS,
@@ -94,7 +94,7 @@ class SwarmConfig:
     then scores 0 and counts in ``infos[node]["scoring_failures"]["timeout"]`` (None: no limit).
     The default, 1.0, is about four times the slowest honest score of any reasoning-gym task
     (intermediate_integration, 0.24 s; the paper's nine take under 5 ms). Enforced with SIGALRM
-    in the main thread on POSIX only (see ``sapo_env.scoring_guard``); a run whose scoring hits
+    in the main thread on POSIX only (see ``sapo_env.scoring.guard``); a run whose scoring hits
     it depends on the machine's speed, so it is no longer reproducible from its seed."""
     node_score_budget: float | None = 10.0
     """Seconds of scoring each node gets per round, all its completions together (None: none).
@@ -126,7 +126,7 @@ class SwarmConfig:
     """How J groups are drawn from the candidates: ``"uniform"`` without replacement,
     ``"reputation"`` in proportion to their source's reputation (the share of what it published
     that was accepted, new and informative: a defense against hostile nodes,
-    :mod:`sapo_env.reputation`), or ``sampler(candidates, k, rng) -> chosen``."""
+    :mod:`sapo_env.defenses.reputation`), or ``sampler(candidates, k, rng) -> chosen``."""
 
     # --- shared pool -------------------------------------------------------------------------
     pool_window: int = 1
@@ -139,14 +139,16 @@ class SwarmConfig:
     adversaries: Mapping[str, TransportAttack] | None = None
     """Nodes whose published groups are forged on the way to the pool, as a node building its
     own packets could send them: node -> ``"forge_rewards"``, ``"forge_metadata"`` or
-    ``"duplicate_spam"`` (:mod:`sapo_env.adversaries`; ``adversaries.assign(n, 0.3, attack)``
+    ``"duplicate_spam"`` (:mod:`sapo_env.defenses.transport_attacks`; ``adversaries.assign(n, 0.3,
+    attack)``
     names the last 30% of the nodes). Attacks made of text alone are agents
     (``agents.adversarial``)."""
     verify_packets: bool = True
     """Re-derive every published group's question and answer from its ``ref``, re-score its
     completions, and drop it if anything differs, if its source was not dealt that question
-    this round or already published it (:mod:`sapo_env.packets`); infos count the drops
-    (``rejected_groups``); packets pass :mod:`sapo_env.packet_schema` whatever this is. Only
+    this round or already published it (:mod:`sapo_env.defenses.packets`); infos count the drops
+    (``rejected_groups``); packets pass :mod:`sapo_env.defenses.packet_schema` whatever this is.
+    Only
     forged packets ever fail: groups the env built itself pass by construction."""
     max_external_per_source: int | None = None
     """At most this many external groups from one source in a node's training set (None: no
@@ -261,7 +263,7 @@ class SwarmConfig:
 
     @property
     def scoring_limits(self) -> ScoringLimits:
-        """The limits every completion is scored under (``sapo_env.scoring_guard``)."""
+        """The limits every completion is scored under (``sapo_env.scoring.guard``)."""
         return ScoringLimits(self.max_answer_chars, self.score_time_limit)
 
     @property

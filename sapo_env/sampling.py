@@ -7,7 +7,7 @@ tests and new strategies can call them directly.
 - A *sampler* draws the external groups: ``sampler(candidates, k, rng) -> chosen``, at most
   ``k`` distinct groups taken from ``candidates``.
 - ``sample_weighted`` draws with per-group weights (a source's reputation,
-  :mod:`sapo_env.reputation`) and at most ``max_per_source`` groups from one source
+  :mod:`sapo_env.defenses.reputation`) and at most ``max_per_source`` groups from one source
   (``SwarmConfig.max_external_per_source``): the defenses against hostile nodes.
 - ``assemble_batch`` picks I local and J external groups and reports any shortfall; it never
   pads a short batch.

@@ -16,7 +16,7 @@ Arguments (of ``parallel_env``, ``raw_env`` and ``env``):
     n: number of nodes (``SwarmConfig.n_agents``), default 8.
     config: a ``SwarmConfig``; defaults are the paper's.
     render_mode: None or ``"ansi"`` (``render()`` returns a round summary).
-    scoring: None (in process) or ``RayScoring(workers=2)`` (``sapo_env.round_scoring``).
+    scoring: None (in process) or ``RayScoring(workers=2)`` (``sapo_env.scoring.round_scoring``).
     **overrides: any ``SwarmConfig`` field, e.g. ``train_budget=8, pool_window=4``;
         ``max_cycles`` is accepted as PettingZoo's name for ``max_rounds``.
 
@@ -54,16 +54,14 @@ from pettingzoo.utils import parallel_to_aec, wrappers
 
 from sapo_env import churn, env_state, spaces
 from sapo_env.actions import ParsedAction, parse_actions
-from sapo_env.adversaries import tamper
-from sapo_env.answers import get_extractor
 from sapo_env.config import SwarmConfig
-from sapo_env.packet_schema import admit
-from sapo_env.packets import PacketVerifier
+from sapo_env.defenses.packet_schema import admit
+from sapo_env.defenses.packets import PacketVerifier
+from sapo_env.defenses.reputation import group_weights, source_reputation
+from sapo_env.defenses.transport_attacks import tamper
 from sapo_env.pool import SharedPool
 from sapo_env.render import round_table
-from sapo_env.reputation import group_weights, source_reputation
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
-from sapo_env.round_scoring import LocalScoring, Scoring, score_round
 from sapo_env.sampling import (
     Assembly,
     ExternalSampler,
@@ -72,6 +70,8 @@ from sapo_env.sampling import (
     get_sampler,
     sample_weighted,
 )
+from sapo_env.scoring.answers import get_extractor
+from sapo_env.scoring.round_scoring import LocalScoring, Scoring, score_round
 from sapo_env.tasks import QuestionSource, reference_answer
 from sapo_env.types import Group, Observation, make_observation
 
@@ -372,7 +372,7 @@ class SwarmEnv(ParallelEnv):
         return round_table(self._last_round, self.round, len(self.agents), self.config)
 
     def close(self) -> None:
-        """End the scoring child process, if one was started (``sapo_env.process_scoring``)."""
+        """End the scoring child process, if one was started (``scoring.process_scoring``)."""
         self._scoring.close()
 
 

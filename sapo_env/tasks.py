@@ -10,8 +10,8 @@ a ``ref`` from which anyone can re-derive it, and its answer, with reasoning-gym
                                  **ref["config"])[ref["index"]]
 
 Scoring is reasoning-gym's own ``score_answer`` for the task after answer extraction, with the
-scorers that would execute answer text made safe (``sapo_env.safe_scorers``) and every
-completion scored under ``sapo_env.scoring_guard`` (size and time limits, failures score 0).
+scorers that would execute answer text made safe (``sapo_env.scoring.safe_scorers``) and every
+completion scored under ``sapo_env.scoring.guard`` (size and time limits, failures score 0).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import numpy as np
 import reasoning_gym
 from reasoning_gym.dataset import ProceduralDataset
 
-from sapo_env import rg_fixes
-from sapo_env.answers import AnswerExtractor
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
 from sapo_env.rng_state import generator_from_state, generator_state
-from sapo_env.scoring_guard import DEFAULT_LIMITS, ScoreBudget, ScoringLimits, guarded_scores
+from sapo_env.scoring import rg_fixes
+from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.scoring.guard import DEFAULT_LIMITS, ScoreBudget, ScoringLimits, guarded_scores
 from sapo_env.types import Question, QuestionRef
+from sapo_env.validation import check_int
 
 logger = logging.getLogger(__name__)
 rg_fixes.apply()
@@ -42,7 +43,7 @@ rg_fixes.apply()
 _MAX_SKIPS = 100
 # Largest seed block index: keeps every seed below 2**62 (JSON-safe, fits int64 spaces).
 _MAX_BLOCK = 2**62 // MAX_QUESTIONS_PER_STREAM
-# The last block is reserved for held-out evaluation questions (sapo_env.metrics): training
+# The last block is reserved for held-out evaluation questions (sapo_env.runtime.metrics): training
 # streams always take blocks below it, so no training question is ever a held-out one.
 HELD_OUT_BLOCK = _MAX_BLOCK - 1
 
@@ -120,7 +121,7 @@ class DrawnQuestion:
 
         Completions are untrusted: one whose extraction or scoring fails, runs past the time
         limit, whose answer is over the size limit or that its node's ``budget`` no longer
-        covers scores 0 and is counted by reason in ``failures`` (``sapo_env.scoring_guard``)."""
+        covers scores 0 and is counted by reason in ``failures`` (``sapo_env.scoring.guard``)."""
         scores = guarded_scores(completions, extract,
                                 lambda answer: self.dataset.score_answer(answer, self.entry),
                                 limits, failures, budget)
@@ -278,3 +279,34 @@ def score_completions(
 ) -> np.ndarray:
     """Verifier scores of a question's completions after answer extraction (``drawn.score``)."""
     return drawn.score(completions, extract, limits, failures)
+
+
+# Training streams never use HELD_OUT_BLOCK, so held-out questions drawn from
+# it are disjoint from every training question by construction.
+_TASK_SLOTS = 64  # the held-out block is split into this many per-task seed ranges
+
+
+def held_out_questions(config: SwarmConfig, n_questions: int = 64, seed: int = 0
+                       ) -> list[DrawnQuestion]:
+    """A fixed held-out question set for a swarm configuration.
+
+    Tasks are drawn by the configuration's weights (``config.tasks``); seeds come from a seed
+    block no training stream ever uses, so no held-out question is a training question. The
+    same ``(config.tasks, n_questions, seed)`` gives the same set.
+    """
+    check_int("n_questions", n_questions, 1)
+    specs = config.tasks
+    if len(specs) > _TASK_SLOTS:
+        raise ValueError(f"held-out evaluation supports at most {_TASK_SLOTS} tasks, "
+                         f"got {len(specs)}")
+    slot = MAX_QUESTIONS_PER_STREAM // _TASK_SLOTS
+    if n_questions > slot // 2:
+        raise ValueError(f"n_questions must be <= {slot // 2}, got {n_questions}")
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    weights = np.array([s.weight for s in specs])
+    choices = rng.choice(len(specs), size=n_questions, p=weights / weights.sum())
+    # one seed per task inside its slot, leaving room for n_questions consecutive items
+    starts = [HELD_OUT_BLOCK * MAX_QUESTIONS_PER_STREAM + k * slot
+              + int(rng.integers(0, slot - n_questions)) for k in range(len(specs))]
+    streams = [QuestionStream(spec, start) for spec, start in zip(specs, starts)]
+    return [streams[c].draw() for c in choices.tolist()]

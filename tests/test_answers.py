@@ -1,6 +1,6 @@
 import pytest
 
-from sapo_env.answers import extract_lenient, extract_tag, get_extractor
+from sapo_env.scoring.answers import extract_lenient, extract_tag, get_extractor
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -1,6 +1,6 @@
 """Asynchronous nodes: the env's pending action (a node that keeps its questions and answers
-them late), rounds with a deadline (sapo_env.asynchronous), and dead nodes leaving the swarm
-(sapo_env.NodeFailure) in synchronous and asynchronous runs."""
+them late), rounds with a deadline (sapo_env.runtime.asynchronous), and dead nodes leaving the swarm
+(sapo_env.runtime.NodeFailure) in synchronous and asynchronous runs."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent
 from agents.slow import SlowAgent
-from sapo_env import Callback, NodeFailure
 from sapo_env.churn import PENDING
-from sapo_env.runner import ConcurrentAgent
+from sapo_env.runtime import Callback, NodeFailure
+from sapo_env.runtime.agent_calls import ConcurrentAgent
 
 
 def demonstrators(env, accuracy=0.5):
@@ -153,7 +154,8 @@ def test_a_node_that_misses_the_deadline_plays_late_and_the_others_go_on():
     slow = nodes["node_2"] = Gated(inner)
     assert isinstance(slow, ConcurrentAgent)
     gates = AtRound({0: slow.gate.clear, 3: slow.gate.set})  # stuck in rounds 1-3
-    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=0.2, callbacks=[gates])
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=0.2,
+                                   callbacks=[gates])
     status = [i["node_2"]["status"] if "node_2" in i else "pending" for i in history.infos]
     assert status == ["online", "pending", "pending", "pending", "online", "online", "online"]
     assert np.isnan(history.rewards[1:4, 2]).all() and not np.isnan(history.rewards[:, :2]).any()
@@ -168,7 +170,7 @@ def test_with_every_node_in_time_an_asynchronous_run_is_the_synchronous_one():
     def play(deadline):
         env = sapo_env.parallel_env(n=3, max_rounds=8)
         nodes = {a: Gated(n) for a, n in demonstrators(env).items()}
-        return sapo_env.run(env, nodes, seed=2, progress=False, deadline=deadline)
+        return sapo_env.runtime.run(env, nodes, seed=2, progress=False, deadline=deadline)
 
     sync, asynchronous = play(None), play(30.0)
     np.testing.assert_array_equal(sync.rewards, asynchronous.rewards)
@@ -197,7 +199,7 @@ def test_a_node_that_dies_leaves_the_swarm_and_the_run_goes_on(deadline, caplog)
     env = sapo_env.parallel_env(n=3, max_rounds=6)
     nodes = {a: Gated(n) for a, n in demonstrators(env).items()}
     nodes["node_1"] = Gated(Dies(demonstrators(env)["node_1"], at_round=2))
-    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=deadline)
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=deadline)
     assert all("node_1" not in infos for infos in history.infos[2:])
     assert "node_1 failed and is removed from the swarm" in caplog.text
     assert np.isnan(history.rewards[2:, 1]).all() and not np.isnan(history.rewards[:2, 1]).any()
@@ -219,7 +221,7 @@ def test_start_up_does_not_count_against_the_first_deadline():
     env = sapo_env.parallel_env(n=3, max_rounds=1)
     nodes = [StartsSlowly(DemonstratorAgent(accuracy=0.5, seed=i), seconds=1.5)
              for i in range(3)]
-    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=0.3)
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=0.3)
     assert not np.isnan(history.rewards[0]).any()
 
 
@@ -241,7 +243,7 @@ def test_in_asynchronous_rounds_a_node_slow_to_score_costs_only_its_budget():
                                 node_score_budget=0.5, score_time_limit=0.25)
     nodes = [Gated(DemonstratorAgent(accuracy=0.5, seed=0)),
              Gated(DemonstratorAgent(accuracy=0.5, seed=1)), Gated(SlowToScore(seed=2))]
-    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=5.0)
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=5.0)
     for infos in history.infos:
         assert infos["node_2"]["scoring_failures"]["budget"] > 0
         for honest in ("node_0", "node_1"):
@@ -255,19 +257,20 @@ def test_a_bug_in_a_node_is_not_a_node_failure():
 
     env = sapo_env.parallel_env(n=2, max_rounds=2)
     with pytest.raises(KeyError, match="a bug"):
-        sapo_env.run(env, [DemonstratorAgent(seed=0), Buggy(seed=1)], seed=0, progress=False)
+        sapo_env.runtime.run(env, [DemonstratorAgent(seed=0), Buggy(seed=1)], seed=0,
+                             progress=False)
 
 
 def test_deadline_errors_are_clear(tmp_path):
     env = sapo_env.parallel_env(n=2, max_rounds=2)
     remote_nodes = {a: Gated(n) for a, n in demonstrators(env).items()}
     with pytest.raises(ValueError, match=r"deadline must be a number of seconds > 0, got 0"):
-        sapo_env.run(env, remote_nodes, deadline=0, progress=False)
+        sapo_env.runtime.run(env, remote_nodes, deadline=0, progress=False)
     with pytest.raises(ValueError, match=r"deadline applies to remote nodes .* none of the "):
-        sapo_env.run(env, demonstrators(env), deadline=1.0, progress=False)
+        sapo_env.runtime.run(env, demonstrators(env), deadline=1.0, progress=False)
     with pytest.raises(ValueError, match=r"checkpoint needs synchronous rounds"):
-        sapo_env.run(env, remote_nodes, deadline=1.0, progress=False,
-                     checkpoint=sapo_env.Checkpoint(tmp_path / "a.ckpt"))
+        sapo_env.runtime.run(env, remote_nodes, deadline=1.0, progress=False,
+                     checkpoint=sapo_env.runtime.Checkpoint(tmp_path / "a.ckpt"))
 
 
 def test_a_slow_agent_takes_its_time_and_answers_as_its_inner_node():

@@ -10,15 +10,16 @@ import pytest
 from conftest import ARITHMETIC
 
 import sapo_env
+import sapo_env.runtime
 from agents import injection
 from agents.adversarial import AdversarialAgent, adversarial_swarm
 from agents.simulated import SimulatedLearnerConfig, simulated_swarm
-from sapo_env.adversaries import adversary_nodes, assign, tamper
-from sapo_env.answers import extract_tag
-from sapo_env.packets import PacketVerifier
-from sapo_env.reputation import group_weights, source_reputation
+from sapo_env.defenses.packets import PacketVerifier
+from sapo_env.defenses.reputation import group_weights, source_reputation
+from sapo_env.defenses.transport_attacks import adversary_nodes, assign, tamper
 from sapo_env.rollouts import group_advantages
 from sapo_env.sampling import sample_uniform, sample_weighted
+from sapo_env.scoring.answers import extract_tag
 
 # a small swarm on one easy task: 4 nodes, L = 8, I + J = 4 at 2/2
 SWARM = dict(n=4, tasks=ARITHMETIC, train_budget=4, num_external=2, max_rounds=40)
@@ -184,7 +185,7 @@ def test_verification_stops_forged_rewards_from_teaching_honest_nodes():
     for verify in (False, True):
         env = swarm(adversaries=assign(4, 0.5, "forge_rewards"), verify_packets=verify)
         agents = learners(env, start_tag_prob=0.3, lr=0.5)
-        history = sapo_env.run(env, agents, seed=0, progress=False)
+        history = sapo_env.runtime.run(env, agents, seed=0, progress=False)
         outcome[verify] = (float(history.rewards[:, :2].mean()),
                            min(agents[a].metrics()["tag_prob"] for a in ("node_0", "node_1")))
     assert outcome[False][0] < 0.6 * outcome[True][0]
@@ -229,7 +230,7 @@ def spam_share(**defense):
     env = swarm(adversaries=assign(4, 0.5, "duplicate_spam"), verify_packets=False,
                 max_rounds=10, **defense)
     agents = learners(env, start_tag_prob=0.5)
-    history = sapo_env.run(env, agents, seed=0, progress=False)
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False)
     taken = [info["node_2"]["taken_by_others"] + info["node_3"]["taken_by_others"]
              for info in history.infos]
     external = [info["node_0"]["external_groups"] + info["node_1"]["external_groups"]
@@ -335,7 +336,7 @@ def test_an_attack_limited_to_some_rounds_plays_honestly_in_the_others():
     honest = learners(env)
     attacking = adversarial_swarm(learners(env), "misleading", nodes=["node_3"],
                                   active=[(2, 4)])
-    class Texts(sapo_env.Callback):
+    class Texts(sapo_env.runtime.Callback):
         def __init__(self):
             self.seen = []
 
@@ -345,7 +346,7 @@ def test_an_attack_limited_to_some_rounds_plays_honestly_in_the_others():
     runs = {}
     for name, agents in (("honest", honest), ("attack", attacking)):
         texts = Texts()
-        sapo_env.run(env, agents, seed=0, progress=False, callbacks=[texts])
+        sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[texts])
         runs[name] = texts.seen
     assert runs["honest"][:2] == runs["attack"][:2]              # honest before round 2
     assert all(runs["honest"][t] != runs["attack"][t] for t in (2, 3))
@@ -364,12 +365,12 @@ def poisoned_swarm(**learner_overrides):
     agents = adversarial_swarm(learners(env, **learner_overrides), "poison", nodes=["node_3"])
     texts = []
 
-    class LastRound(sapo_env.Callback):
+    class LastRound(sapo_env.runtime.Callback):
         def on_round_end(self, record):
             texts[:] = [t for a in ("node_0", "node_1", "node_2")
                         for group in record.actions[a]["completions"] for t in group]
 
-    sapo_env.run(env, agents, seed=0, progress=False, callbacks=[LastRound()])
+    sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[LastRound()])
     return float(np.mean([injection.carries(t) for t in texts])), agents
 
 
@@ -453,10 +454,10 @@ def test_grpo_drops_external_completions_its_model_would_not_write(tok, one_torc
 # --- the experiment --------------------------------------------------------------------------
 
 def test_attack_quick_runs_resumes_and_repeats_itself(tmp_path, capsys):
-    from experiments.attack import AttackConfig, RunSpec, run_one
-    from experiments.attack import cli as attack_cli
-    from experiments.cli import main
-    from experiments.run_files import load_run
+    from sapo_experiments.attack import AttackConfig, RunSpec, run_one
+    from sapo_experiments.attack import cli as attack_cli
+    from sapo_experiments.cli import main
+    from sapo_experiments.run_files import load_run
 
     main(["attack", "--quick", "--attacks", "forge_rewards", "poison", "--jobs", "1",
           "--no-progress", "--out", str(tmp_path / "a")])
@@ -482,8 +483,8 @@ def test_attack_quick_runs_resumes_and_repeats_itself(tmp_path, capsys):
             __import__("argparse").ArgumentParser()).parse_args(["--fractions", "0.01"]))
 
 
-@pytest.mark.parametrize("module", ["sapo_env.adversaries", "sapo_env.packets",
-                                    "sapo_env.reputation"])
+@pytest.mark.parametrize("module", ["sapo_env.defenses.transport_attacks",
+                                    "sapo_env.defenses.packets", "sapo_env.defenses.reputation"])
 def test_docstring_examples(module):
     import doctest
     import importlib

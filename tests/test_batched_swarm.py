@@ -119,7 +119,7 @@ def test_a_batched_round_equals_the_nodes_one_by_one(tok):
 
 def test_sapo_env_run_with_a_batched_swarm_equals_node_by_node(tok):
     def history(agents):
-        return sapo_env.run(env_of(rounds=4), agents, seed=1, progress=False)
+        return sapo_env.runtime.run(env_of(rounds=4), agents, seed=1, progress=False)
 
     alone = history(nodes(tok))
     calls = []

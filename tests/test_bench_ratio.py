@@ -9,16 +9,17 @@ import json
 import numpy as np
 import pytest
 
-import experiments.reproduce as rp
+import sapo_experiments.reproduce as rp
 from agents.adversarial import AdversarialAgent
 from agents.churning import ChurningAgent
-from experiments import learners
-from experiments.bench_ratio import SCENARIOS, BenchConfig, RunSpec, bench, run_one, tune
-from experiments.bench_ratio import cli as bench_cli
-from experiments.bench_ratio import tuning as tuning_module
-from experiments.bench_ratio.config import QUICK, TUNED_FILE, read_tuning, tuning_key
-from experiments.bench_ratio.policies import TUNING_GRID, spec_of
-from experiments.bench_ratio.report import (
+from sapo_env import PAPER_TASKS
+from sapo_experiments import learners
+from sapo_experiments.bench_ratio import SCENARIOS, BenchConfig, RunSpec, bench, run_one, tune
+from sapo_experiments.bench_ratio import cli as bench_cli
+from sapo_experiments.bench_ratio import tuning as tuning_module
+from sapo_experiments.bench_ratio.config import QUICK, TUNED_FILE, read_tuning, tuning_key
+from sapo_experiments.bench_ratio.policies import TUNING_GRID, spec_of
+from sapo_experiments.bench_ratio.report import (
     Headroom,
     Row,
     per_seed,
@@ -27,11 +28,10 @@ from experiments.bench_ratio.report import (
     summarise,
     verdict,
 )
-from experiments.bench_ratio.scenarios import DriftingDemonstrator, attackers, waves
-from experiments.bench_ratio.sweep import compute, scenario_seed
-from experiments.reproduce.report import t_quantile_975
-from experiments.run_files import load_run
-from sapo_env import PAPER_TASKS
+from sapo_experiments.bench_ratio.scenarios import DriftingDemonstrator, attackers, waves
+from sapo_experiments.bench_ratio.sweep import compute, scenario_seed
+from sapo_experiments.reproduce.report import t_quantile_975
+from sapo_experiments.run_files import load_run
 
 TINY = dict(rounds=12, seeds=2, n_agents=4, jobs=1, progress=False, plots=False, tuned=None)
 
@@ -403,7 +403,7 @@ def test_the_learner_option_tiny_real_learners_play_the_benchmark(tmp_path, requ
     run = load_run(tmp_path / "out" / "runs" / "focal_fixed-4_seed0.npz")
     assert run["rewards"].shape == (3, 2) and run["generated"].sum() > 0
     sim = bench_cli.config_from_args(parser().parse_args(
-        ["--learner", "experiments.learners:simulated_learners", "--tuned", "none"]))
+        ["--learner", "sapo_experiments.learners:simulated_learners", "--tuned", "none"]))
     assert sim.learner is learners.simulated_learners
 
 

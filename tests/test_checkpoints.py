@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import sapo_env
+import sapo_env.runtime
 from agents import (
     EXP3,
     DemonstratorAgent,
@@ -21,9 +22,9 @@ from agents import (
     ThompsonSampling,
 )
 from agents.simulated import simulated_swarm
-from sapo_env import Checkpoint
-from sapo_env import checkpoint as checkpoints
-from sapo_env.metrics import HeldOutEvaluator
+from sapo_env.runtime import Checkpoint
+from sapo_env.runtime import checkpoint as checkpoints
+from sapo_env.runtime.metrics import HeldOutEvaluator
 from sapo_env.tasks import reference_answer, resolve
 
 SMALL = dict(n=3, completions_per_question=3, train_budget=3, num_external=1, max_rounds=8)
@@ -264,7 +265,7 @@ class Interrupt(Exception):
     pass
 
 
-class StopAfter(sapo_env.Callback):
+class StopAfter(sapo_env.runtime.Callback):
     """Interrupts the run after round ``k`` (a crash, a pre-emption)."""
 
     def __init__(self, k):
@@ -275,7 +276,7 @@ class StopAfter(sapo_env.Callback):
             raise Interrupt
 
 
-class Rounds(sapo_env.Callback):
+class Rounds(sapo_env.runtime.Callback):
     def __init__(self):
         self.played = []
 
@@ -290,7 +291,7 @@ def swarm_run(checkpoint=None, extra=(), seed=4):
     policies = {"node_0": EXP3(seed=1), "node_1": ThompsonSampling(seed=2),
                 "node_2": DiscountedUCB(), "node_3": PoolQuality(window=3)}
     evaluator = HeldOutEvaluator(every=6, n_questions=3)
-    history = sapo_env.run(env, agents, seed=seed, progress=False, ratio_policies=policies,
+    history = sapo_env.runtime.run(env, agents, seed=seed, progress=False, ratio_policies=policies,
                            callbacks=[evaluator, *extra], checkpoint=checkpoint)
     return history, evaluator.result
 
@@ -324,7 +325,7 @@ def test_callbacks_may_change_between_an_interruption_and_the_resume(tmp_path, c
         swarm_run(checkpoint, [StopAfter(7)])
     added = HeldOutEvaluator(every=6, n_questions=3)  # watches only: the run stays the same
     assert_same_history(swarm_run(checkpoint, [added])[0], expected)
-    assert "holds no state of callback sapo_env.held_out.HeldOutEvaluator" in caplog.text
+    assert "holds no state of callback sapo_env.runtime.held_out.HeldOutEvaluator" in caplog.text
     assert added.result.rounds == [5, 11, 17, 19]  # from the checkpoint after round 4 on
 
 
@@ -340,7 +341,7 @@ def test_agents_without_state_dict_fail_at_the_start(tmp_path):
     env = sapo_env.parallel_env(**SMALL)
     agents = [DemonstratorAgent(num_external=1), Plain(), DemonstratorAgent(num_external=1)]
     with pytest.raises(TypeError, match=r"agents of node_1 \(Plain\) have none"):
-        sapo_env.run(env, agents, seed=0, progress=False,
+        sapo_env.runtime.run(env, agents, seed=0, progress=False,
                      checkpoint=Checkpoint(tmp_path / "c.ckpt", every=1))
     assert env.round == 0 and not (tmp_path / "c.ckpt").exists()
 
@@ -472,8 +473,8 @@ def test_checkpoint_settings_are_checked():
 
 def test_an_interrupted_reproduce_sweep_resumes_mid_run_with_the_same_arrays(tmp_path,
                                                                              monkeypatch):
-    import experiments.reproduce as rp
-    from sapo_env import runner
+    import sapo_experiments.reproduce as rp
+    from sapo_env.runtime import runner
 
     tensorboard = pytest.importorskip("tensorboard") is not None
     settings = dict(experiments=("4/4", "4/4 self-replay"), rounds=12, n_agents=2, seeds=1,

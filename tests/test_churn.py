@@ -13,11 +13,12 @@ import pytest
 from pettingzoo.test import api_test, parallel_api_test
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent
 from agents.churning import ChurningAgent
 from agents.simulated import simulated_swarm
-from sapo_env import Checkpoint
 from sapo_env.churn import LEAVE, OFFLINE
+from sapo_env.runtime import Checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -188,8 +189,8 @@ def test_pettingzoo_api_tests_pass_with_joiners_and_leavers():
 def test_run_records_only_the_rounds_a_node_played_and_only_those_train():
     env = sapo_env.parallel_env(n=3, max_rounds=8, join_rounds={"node_2": 3})
     churner = Churner(1)
-    history = sapo_env.run(env, [DemonstratorAgent(seed=0), churner, DemonstratorAgent(seed=2)],
-                           seed=0, progress=False)
+    nodes = [DemonstratorAgent(seed=0), churner, DemonstratorAgent(seed=2)]
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False)
     played = ~np.isnan(history.rewards)
     assert played[:, 1].tolist() == [True, False, True, False, True, False, False, False]
     assert played[:, 2].tolist() == [False] * 3 + [True] * 5
@@ -210,15 +211,15 @@ def churning_env():
 
 
 def test_a_run_with_churn_is_reproducible_and_resumes_bit_for_bit(tmp_path):
-    whole = sapo_env.run(churning_env(), churning_swarm(0), seed=4, progress=False)
-    again = sapo_env.run(churning_env(), churning_swarm(0), seed=4, progress=False)
+    whole = sapo_env.runtime.run(churning_env(), churning_swarm(0), seed=4, progress=False)
+    again = sapo_env.runtime.run(churning_env(), churning_swarm(0), seed=4, progress=False)
     np.testing.assert_array_equal(whole.rewards, again.rewards)
     assert np.isnan(whole.rewards[:, 1]).any() and np.isnan(whole.rewards[7:, 3]).all()
 
     path = tmp_path / "churn.ckpt"
-    sapo_env.run(churning_env(), churning_swarm(0), rounds=10, seed=4, progress=False,
+    sapo_env.runtime.run(churning_env(), churning_swarm(0), rounds=10, seed=4, progress=False,
                  checkpoint=Checkpoint(path, every=3))  # interrupted after round 10
-    resumed = sapo_env.run(churning_env(), churning_swarm(0), seed=4, progress=False,
+    resumed = sapo_env.runtime.run(churning_env(), churning_swarm(0), seed=4, progress=False,
                            checkpoint=Checkpoint(path, every=3))
     np.testing.assert_array_equal(resumed.rewards, whole.rewards)
     np.testing.assert_array_equal(resumed.num_external, whole.num_external)

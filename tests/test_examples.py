@@ -19,18 +19,18 @@ def test_quickstart_script():
 
 
 def test_cli_demo_and_help():
-    from experiments.cli import build_parser
+    from sapo_experiments.cli import build_parser
 
     assert "demo" in build_parser().format_help()
-    out = subprocess.run([sys.executable, "-m", "experiments.cli", "demo", "--rounds", "1",
+    out = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", "demo", "--rounds", "1",
                           "--render"], capture_output=True, text=True, check=True).stdout
     assert "round 0: pool" in out and "swarm" in out
 
 
 def test_cli_bad_input_is_one_line_and_verbose_shows_the_traceback():
-    from experiments import cli
+    from sapo_experiments import cli
 
-    done = subprocess.run([sys.executable, "-m", "experiments.cli", "demo", "--rounds", "0"],
+    done = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", "demo", "--rounds", "0"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "sapo-env demo: error: max_rounds must be an int >= 1, got 0"
@@ -39,14 +39,15 @@ def test_cli_bad_input_is_one_line_and_verbose_shows_the_traceback():
 
 
 def test_cli_info_explains_both_protocols():
-    out = subprocess.run([sys.executable, "-m", "experiments.cli", "info"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", "info"],
+                         capture_output=True, text=True, check=True).stdout
     assert "questions_per_round        None" in out and "I = train_budget - J" in out
     assert "an int B (fixed)" in out and "train_budget // 2 = 4" in out
 
 
-@pytest.mark.parametrize("module", ["sapo_env.swarm", "sapo_env.runner", "sapo_env.answers",
-                                    "sapo_env.rollouts", "sapo_env.metrics", "sapo_env",
+@pytest.mark.parametrize("module", ["sapo_env.swarm", "sapo_env.runtime.runner",
+                                    "sapo_env.scoring.answers", "sapo_env.rollouts",
+                                    "sapo_env.runtime.metrics", "sapo_env", "sapo_env.runtime",
                                     "agents.loss"])
 def test_docstring_examples(module):
     if module.startswith("agents.loss"):
@@ -79,7 +80,7 @@ def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp
                             text=True, env=env)
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout
     assert command[:2] == ["sapo-env", "bench-ratio"]
-    done = subprocess.run([sys.executable, "-m", "experiments.cli", *command[1:], "--seeds",
+    done = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", *command[1:], "--seeds",
                            "1", "--rounds", "12", "--scenarios", "adversarial", "--jobs", "1",
                            "--no-plots", "--no-progress", "--out", str(tmp_path / "out")],
                           cwd=tmp_path, capture_output=True, text=True, env=env)

@@ -1,4 +1,4 @@
-"""The format-propagation experiment (experiments.format_propagation): metrics against
+"""The format-propagation experiment (sapo_experiments.format_propagation): metrics against
 hand-computed values, the demonstrator's tag option, leaving, resume, reproducibility, the quick
 run end to end on a tiny model, and one short run of the example on the real SmolLM2."""
 
@@ -15,7 +15,8 @@ import pytest
 
 import sapo_env
 from agents import DemonstratorAgent
-from experiments.format_propagation import (
+from sapo_env.tasks import resolve
+from sapo_experiments.format_propagation import (
     EASY_ARITHMETIC,
     FormatConfig,
     RunSpec,
@@ -29,8 +30,7 @@ from experiments.format_propagation import (
     run_one,
     tag_use,
 )
-from experiments.format_propagation import sweep as sweep_module
-from sapo_env.tasks import resolve
+from sapo_experiments.format_propagation import sweep as sweep_module
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -164,14 +164,14 @@ def test_config_validation_and_swarm():
 
 
 def config_condition(name):
-    from experiments.format_propagation import BY_NAME
+    from sapo_experiments.format_propagation import BY_NAME
 
     return BY_NAME[name]
 
 
 def test_cli_parses_into_a_config():
-    from experiments.cli import build_parser
-    from experiments.format_propagation.cli import config_from_args
+    from sapo_experiments.cli import build_parser
+    from sapo_experiments.format_propagation.cli import config_from_args
 
     args = build_parser().parse_args(["format-propagation", "--quick", "--conditions",
                                       "isolated", "demonstrator", "--seeds", "3", "--lr", "2e-4",
@@ -211,7 +211,7 @@ def test_quick_run_end_to_end(quick):
 def test_tiny_nodes_learn_from_a_tiny_demonstrator(tmp_path, monkeypatch, one_torch_thread):
     """--learner tiny: untagged tiny nodes and a tiny demonstrator that tags some answers (a
     language model that learns too, no script); the one that leaves acts on its own."""
-    from experiments.format_propagation import BY_NAME, TinyNodes
+    from sapo_experiments.format_propagation import BY_NAME, TinyNodes
 
     monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
     config = FormatConfig(quick=True, tiny=TinyNodes(warm_start_steps=2), out=tmp_path / "out",
@@ -277,7 +277,7 @@ def test_example_runs_on_smollm2():
 def test_verdict_separates_seeds_where_two_seed_intervals_cannot():
     """With 2 seeds a 95% t interval is ~13 standard errors wide: the verdict also asks whether
     every demonstrator seed beats every isolated seed, and says no when one does not."""
-    from experiments.format_propagation.report import Row, verdict
+    from sapo_experiments.format_propagation.report import Row, verdict
 
     def row(condition, rewards, tag=0.9):
         mean = float(np.mean(rewards))

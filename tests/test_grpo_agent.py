@@ -474,7 +474,7 @@ def test_three_tiny_nodes_run_two_rounds_in_the_env(tok):
     actor = swarm[0].joint_actor
     original = actor.act_jointly
     actor.act_jointly = lambda obs: calls.append(sorted(obs)) or original(obs)
-    history = sapo_env.run(env, {"node_0": swarm[0], "node_1": swarm[1], "node_2": solo},
+    history = sapo_env.runtime.run(env, {"node_0": swarm[0], "node_1": swarm[1], "node_2": solo},
                            seed=0, progress=False)
     assert history.rewards.shape == (2, 3)
     assert (history.num_external == 1).all()
@@ -486,9 +486,9 @@ def test_three_tiny_nodes_run_two_rounds_in_the_env(tok):
 
 
 def test_held_out_evaluation_does_not_change_the_training_run(tok):
-    import sapo_env
-    from sapo_env.metrics import HeldOutEvaluator
-    from sapo_env.runner import Callback
+    import sapo_env.runtime
+    from sapo_env.runtime import Callback
+    from sapo_env.runtime.metrics import HeldOutEvaluator
 
     class Completions(Callback):
         def __init__(self):
@@ -504,7 +504,7 @@ def test_held_out_evaluation_does_not_change_the_training_run(tok):
         agents = [agent_with(tok, config, seed=s, num_external=1) for s in range(2)]
         watch = Completions()
         callbacks = [watch] + ([HeldOutEvaluator(every=1, n_questions=2)] if evaluate else [])
-        sapo_env.run(env, agents, seed=0, progress=False, callbacks=callbacks)
+        sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=callbacks)
         return watch.seen, callbacks[-1]
 
     plain, _ = training_completions(False)

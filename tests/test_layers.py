@@ -1,4 +1,14 @@
-"""The package's layers: sapo_env (the env) <- agents <- experiments, never the other way."""
+"""The package's rooms and the direction of every import between them (docs/architecture.md).
+
+    sapo_env (the env; sapo_env.scoring, sapo_env.defenses are rooms of it)
+      <- sapo_env.runtime (running agents in the env)
+        <- agents (reference agents)
+          <- sapo_experiments (the harnesses and the CLI)
+
+A room may import only the rooms below it; imports inside functions count as much as those at
+the top of a module (only those under ``if TYPE_CHECKING:``, which never run, do not), and no
+exception is allowed.
+"""
 
 from __future__ import annotations
 
@@ -10,39 +20,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("sapo_env", "agents", "experiments")  # each may import only those before it
-# The one documented exception: sapo_env/meta.py re-exports experiments.meta under the env's
-# name (``sapo_env.meta.parallel_env``) and nothing else; ``import sapo_env`` never loads it.
-ALIASES = {"sapo_env/meta.py": {"experiments"}}
+PACKAGES = ("sapo_env", "agents", "sapo_experiments")
+# each layer may import only those before it; a module belongs to the first prefix it matches
+LAYERS = ("sapo_env", "sapo_env.runtime", "agents", "sapo_experiments")
 
 
-def imported_packages(path: Path) -> set[str]:
-    """Top-level packages a module imports, wherever the import statement stands."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found
-
-
-@pytest.mark.parametrize("layer", LAYERS)
-def test_no_layer_imports_a_later_one(layer):
-    later = set(LAYERS[LAYERS.index(layer) + 1:])
-    offenders = {str(p.relative_to(ROOT)): sorted(
-        (imported_packages(p) & later) - ALIASES.get(p.relative_to(ROOT).as_posix(), set()))
-        for p in sorted((ROOT / layer).rglob("*.py"))}
-    assert {p: bad for p, bad in offenders.items() if bad} == {}
-
-
-def test_importing_the_env_loads_no_agent():
-    code = ("import sys, sapo_env, sapo_env.metrics, sapo_env.tensorboard; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('agents', 'experiments', 'torch') or m == 'sapo_env.meta'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "[]"
+TYPE_CHECKING = {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
 
 
 def module_name(path: Path) -> str:
@@ -50,28 +33,77 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def top_level_imports(path: Path, known: set[str]) -> set[str]:
-    """Modules of ours that ``path`` imports when it is imported (statements at module level;
-    imports inside functions run later and cannot form an import cycle)."""
+def layer_of(module: str) -> str:
+    return max((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")),
+               key=len)
+
+
+def our_modules() -> dict[str, Path]:
+    return {module_name(p): p for package in PACKAGES
+            for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """Modules of ours that ``path`` imports: every import statement, wherever it stands
+    (inside functions too). ``from pkg import sub`` imports the submodule; ``from pkg import
+    name`` the package."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):  # imports for type checkers only never run: no dependency
+        if isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING:
+            node.body = []
     found = set()
-    for node in ast.parse(path.read_text(), str(path)).body:
+    for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # ``from pkg import sub`` imports the submodule; ``from pkg import name`` the package
             subs = [f"{node.module}.{alias.name}" for alias in node.names]
             names = [n for n in subs if n in known] or [node.module]
-        found |= {n for n in names if n in known}
-    # a module's own packages are imported before it anyway: no edge back to them
-    own = module_name(path)
-    return {n for n in found if not own.startswith(n + ".")}
+        for name in names:  # the deepest module of ours the name lies in
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    own = module_name(path)  # a module's own packages are imported before it anyway
+    return {n for n in found if n != own and not own.startswith(n + ".")}
 
 
-def test_no_import_cycles():
-    paths = [p for layer in LAYERS for p in (ROOT / layer).rglob("*.py")]
-    known = {module_name(p) for p in paths}
-    graph = {module_name(p): top_level_imports(p, known) - {module_name(p)} for p in paths}
+def test_every_module_has_a_layer():
+    assert all(layer_of(m) for m in our_modules())
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_no_layer_imports_a_later_one(layer):
+    modules = our_modules()
+    later = LAYERS[LAYERS.index(layer) + 1:]
+    offenders = {}
+    for module, path in modules.items():
+        if layer_of(module) != layer:
+            continue
+        bad = sorted(m for m in imports_of(path, set(modules)) if layer_of(m) in later)
+        if bad:
+            offenders[module] = bad
+    assert offenders == {}
+
+
+def test_importing_the_env_loads_no_agent():
+    code = ("import sys, sapo_env, sapo_env.runtime.metrics, sapo_env.runtime.tensorboard; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('agents', 'sapo_experiments', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_importing_the_env_loads_no_runtime():
+    code = ("import sys, sapo_env; sapo_env.parallel_env(n=2).reset(seed=0); "
+            "print(sorted(m for m in sys.modules if m.startswith('sapo_env.runtime')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     visiting, done, cycles = [], set(), []
 
     def visit(module: str) -> None:
@@ -82,14 +114,26 @@ def test_no_import_cycles():
             return
         visiting.append(module)
         for dependency in sorted(graph[module]):
-            # importing a.b imports package a first
             visit(dependency)
         visiting.pop()
         done.add(module)
 
     for module in sorted(graph):
         visit(module)
-    assert cycles == []
+    return cycles
+
+
+def test_find_cycles_finds_one():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    """Not even through an import inside a function: a module that needs a later one at run
+    time is a dependency running the wrong way."""
+    modules = our_modules()
+    graph = {m: imports_of(p, set(modules)) for m, p in modules.items()}
+    assert find_cycles(graph) == []
 
 
 MAX_MODULE_LINES = 420  # "about 400": one concept per module, readable in a sitting
@@ -97,5 +141,5 @@ MAX_MODULE_LINES = 420  # "about 400": one concept per module, readable in a sit
 
 def test_no_module_is_too_long_to_read():
     lengths = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
-               for layer in LAYERS for p in (ROOT / layer).rglob("*.py")}
+               for p in our_modules().values()}
     assert {p: n for p, n in lengths.items() if n > MAX_MODULE_LINES} == {}

@@ -1,4 +1,4 @@
-"""The meta environments (experiments.meta): API checks, seeding, SuperSuit, a PPO toy problem,
+"""The meta environments (sapo_experiments.meta): API checks, seeding, SuperSuit, a PPO toy problem,
 the ratio features and SB3Ratio, and the training example's smoke run."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: E402
 from agents.ratio.features import FEATURE_NAMES, RatioFeatures, feature_space  # noqa: E402
 from agents.ratio.rules import FixedRatio  # noqa: E402
 from agents.ratio.sb3 import SB3Ratio  # noqa: E402
-from experiments import meta  # noqa: E402
+from sapo_experiments import meta  # noqa: E402
 
 # 3 nodes, budget 3 (J in 0..3), 3 completions a question, 8-round episodes: milliseconds a step
 SMALL_META = dict(n=3, completions_per_question=3, train_budget=3, num_external=1,
@@ -203,14 +203,14 @@ class Always:
 
 
 def test_sb3_ratio_drives_sapo_run_with_the_features():
-    import sapo_env
-    from experiments.learners import simulated_learners
+    import sapo_env.runtime
+    from sapo_experiments.learners import simulated_learners
 
     env = sapo_env.parallel_env(n=2, max_rounds=4, train_budget=4, completions_per_question=2)
     model = Always(3)
     policies = {"node_0": SB3Ratio(model, max_rounds=4), "node_1": FixedRatio(1)}
     learners = simulated_learners(env.possible_agents, 2, np.random.SeedSequence(0))
-    history = sapo_env.run(env, learners, seed=0, progress=False, ratio_policies=policies)
+    history = sapo_env.runtime.run(env, learners, seed=0, progress=False, ratio_policies=policies)
     assert history.num_external[:, 0].tolist() == [2, 3, 3, 3]
     assert len(model.seen) == 4 and all(feature_space().contains(o) for o in model.seen)
     assert [float(o[FEATURE_NAMES.index("progress")]) for o in model.seen] == [0, .25, .5, .75]
@@ -262,14 +262,6 @@ def test_ratio_features_values_defaults_and_bounds():
         features.update(float("nan"), info())
     with pytest.raises(ValueError, match="window must be an int >= 1, got 0"):
         RatioFeatures(max_rounds=6, window=0)
-
-
-def test_sapo_env_meta_is_an_alias_not_loaded_by_sapo_env():
-    import sapo_env
-    import sapo_env.meta
-
-    assert sapo_env.meta.parallel_env is meta.parallel_env
-    assert sapo_env.meta.FocalRatioEnv is meta.FocalRatioEnv
 
 
 def test_training_example_quick_run(tmp_path, capsys):

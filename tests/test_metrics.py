@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import sapo_env
-from sapo_env import metrics
+import sapo_env.runtime
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
-from sapo_env.runner import History
+from sapo_env.runtime import History, metrics
 
 
 def make_history(rewards, infos=None, learn=None) -> History:
@@ -141,13 +141,13 @@ def test_held_out_evaluator_and_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from agents import DemonstratorAgent
-    from sapo_env.tensorboard import TensorBoardCallback
+    from sapo_env.runtime.tensorboard import TensorBoardCallback
 
     env = sapo_env.parallel_env(n=2, max_rounds=5)
     evaluator = metrics.HeldOutEvaluator(every=2, n_questions=8, seed=0)
     board = TensorBoardCallback(tmp_path, run_name="tiny", held_out=evaluator)
     agents = [DemonstratorAgent(accuracy=1.0, seed=0), DemonstratorAgent(accuracy=0.0, seed=1)]
-    sapo_env.run(env, agents, seed=0, progress=False, callbacks=[evaluator, board])
+    sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[evaluator, board])
     result = evaluator.result
     assert result.rounds == [1, 3, 4]  # every 2 rounds, and after the last
     scores = result.as_array()
@@ -167,7 +167,7 @@ def test_held_out_evaluation_does_not_change_a_simulated_run():
     def rewards(callbacks):
         env = sapo_env.parallel_env(n=2, max_rounds=6)
         nodes = simulated_swarm(env.possible_agents, seed=3, num_external=2)
-        return sapo_env.run(env, nodes, seed=3, progress=False, callbacks=callbacks).rewards
+        return sapo_env.runtime.run(env, nodes, seed=3, progress=False, callbacks=callbacks).rewards
 
     evaluator = metrics.HeldOutEvaluator(every=2, n_questions=8)
     np.testing.assert_array_equal(rewards([]), rewards([evaluator]))

@@ -16,7 +16,10 @@ from conftest import ARITHMETIC
 import sapo_env
 from agents.adversarial import SLOW_ANSWERS, AdversarialAgent
 from agents.simulated import simulated_swarm
-from sapo_env.adversaries import (
+from sapo_env.config import MAX_QUESTIONS_PER_STREAM
+from sapo_env.defenses.packet_schema import parse_packet
+from sapo_env.defenses.packets import PacketVerifier, question_key
+from sapo_env.defenses.transport_attacks import (
     ABSURD_ROUNDS,
     FLOOD_GROUPS,
     MALFORMED,
@@ -24,10 +27,7 @@ from sapo_env.adversaries import (
     held_out_refs,
     tamper,
 )
-from sapo_env.answers import extract_tag
-from sapo_env.config import MAX_QUESTIONS_PER_STREAM
-from sapo_env.packet_schema import parse_packet
-from sapo_env.packets import PacketVerifier, question_key
+from sapo_env.scoring.answers import extract_tag
 from sapo_env.tasks import HELD_OUT_BLOCK, redraw
 
 SWARM = dict(n=4, tasks=ARITHMETIC, train_budget=4, num_external=2)

@@ -10,7 +10,7 @@ import pytest
 
 import sapo_env
 from agents import DemonstratorAgent, RandomAgent
-from experiments.cli import EXIT_BROKEN_PIPE, main
+from sapo_experiments.cli import EXIT_BROKEN_PIPE, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("command", [["info"], ["demo", "--rounds", "1"]])
 def test_closed_stdout_exits_quietly(command):
     """`sapo-env info | head -1`: the reader is gone before the command writes anything."""
-    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", *command],
+    process = subprocess.Popen([sys.executable, "-m", "sapo_experiments.cli", *command],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     process.stdout.close()  # the only read end: every write now fails with EPIPE
     stderr = process.stderr.read().decode()

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sapo_env
-from sapo_env import adversaries
-from sapo_env.packet_schema import GROUP_FIELDS, admit, parse_packet
+from sapo_env.defenses import transport_attacks
+from sapo_env.defenses.packet_schema import GROUP_FIELDS, admit, parse_packet
 
 L = 8
 
@@ -139,7 +139,7 @@ def test_a_forged_packet_never_stops_the_run(monkeypatch, forge, harmless):
     """One hostile sender, every round, through the env's own hostile-machine hook: the
     round goes on, the packet is counted (or, forged only in its round, restamped and
     accepted), and later rounds still step."""
-    monkeypatch.setitem(adversaries.TRANSPORT_ATTACKS, "forge_rewards",
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",
                         lambda group, extract, eps: [forge(group)])
     env = sapo_env.parallel_env(n=3, max_rounds=4, adversaries={"node_2": "forge_rewards"})
     observations, _ = env.reset(seed=1)
@@ -160,7 +160,7 @@ def test_a_forged_packet_never_stops_the_run(monkeypatch, forge, harmless):
 def _run_with_attacker(monkeypatch, forge, rounds=3, n=4):
     """node_3 sends ``forge(group)`` for each group it publishes; per round, the pool node_0
     saw, the infos, and how many groups node_3 published."""
-    monkeypatch.setitem(adversaries.TRANSPORT_ATTACKS, "forge_rewards",
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",
                         lambda group, extract, eps: forge(group))
     env = sapo_env.parallel_env(n=n, max_rounds=rounds, adversaries={"node_3": "forge_rewards"})
     observations, _ = env.reset(seed=2)
@@ -182,7 +182,7 @@ def test_a_replay_of_other_nodes_groups_under_the_senders_name_is_rejected(monke
         return [group] + [{**g, "source": "node_3", "id": f"node_3/copy/{k}"}
                           for k, g in enumerate(stolen)]
 
-    monkeypatch.setitem(adversaries.TRANSPORT_ATTACKS, "forge_rewards", replay)
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards", replay)
     env = sapo_env.parallel_env(n=4, max_rounds=3, adversaries={"node_3": "forge_rewards"})
     observations, _ = env.reset(seed=2)
     for _ in range(3):
@@ -220,7 +220,7 @@ def test_a_packet_for_a_question_its_sender_was_not_dealt_is_rejected(monkeypatc
 
 
 def test_the_verifier_names_the_reason():
-    from sapo_env.packets import PacketVerifier
+    from sapo_env.defenses.packets import PacketVerifier
 
     env = sapo_env.parallel_env(n=2, max_rounds=2)
     observations, _ = env.reset(seed=0)

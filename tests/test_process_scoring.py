@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sapo_env
-from sapo_env import process_scoring
+from sapo_env.scoring import process_scoring
 from sapo_env.tasks import reference_answer, resolve
 
 TASKS = [["basic_arithmetic", 1.0, {}], ["coin_flip", 1.0, {}], ["spell_backward", 1.0, {}]]
@@ -92,7 +92,7 @@ def test_a_node_that_overruns_gets_the_child_killed_and_the_others_are_scored(mo
 
 def test_without_limits_nothing_is_enforced_and_no_child_starts():
     scoring = process_scoring.ProcessScoring()
-    from sapo_env.scoring_guard import ScoringLimits
+    from sapo_env.scoring.guard import ScoringLimits
 
     assert scoring.score([], [], None, ScoringLimits(time_limit=None), [], None) == []
     assert scoring._child is None

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sapo_env
+import sapo_env.runtime
 from agents.ratio.bandits import EXP3, PAYOFFS, DiscountedUCB, ThompsonSampling
 from agents.ratio.contextual import CONTEXT, LinUCBRatio
 from agents.ratio.rules import FixedRatio, LearningProgress, PoolQuality, ScheduledRatio
@@ -399,7 +400,7 @@ def test_run_with_ratio_policies_on_a_simulated_swarm():
     env = sapo_env.parallel_env(n=3, max_rounds=20)
     ucb, exp3, pool = DiscountedUCB(), EXP3(seed=1), PoolQuality()
     policies = {"node_0": Recorder(ucb), "node_1": Recorder(exp3), "node_2": Recorder(pool)}
-    history = sapo_env.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,
+    history = sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,
                            progress=False, ratio_policies=policies)
     assert history.rounds == 20
     for col, node in enumerate(env.possible_agents):

@@ -1,4 +1,5 @@
-"""The sweeps' runs as Ray tasks (``--ray-address``, experiments.ray_runs): on a 2-CPU local Ray
+"""The sweeps' runs as Ray tasks (``--ray-address``, sapo_experiments.ray_runs): on a 2-CPU local
+Ray
 each sweep saves exactly the run files it saves in this process, the driver writes them (and
 removes reproduce's checkpoints), a failed run raises; every CLI takes the flags and says
 clearly what it cannot do. ``local_ray`` is conftest.py's."""
@@ -13,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import cli
-from experiments.attack import cli as attack_cli
-from experiments.bench_ratio import BenchConfig, bench
-from experiments.bench_ratio import cli as bench_cli
-from experiments.format_propagation import cli as format_cli
-from experiments.ray_runs import RayOptions
-from experiments.reproduce import cli as reproduce_cli
-from experiments.run_files import load_run, run_all
+from sapo_experiments import cli
+from sapo_experiments.attack import cli as attack_cli
+from sapo_experiments.bench_ratio import BenchConfig, bench
+from sapo_experiments.bench_ratio import cli as bench_cli
+from sapo_experiments.format_propagation import cli as format_cli
+from sapo_experiments.ray_runs import RayOptions
+from sapo_experiments.reproduce import cli as reproduce_cli
+from sapo_experiments.run_files import load_run, run_all
 
 CLIS = {"reproduce": reproduce_cli, "bench-ratio": bench_cli, "attack": attack_cli,
         "format-propagation": format_cli}
@@ -88,7 +89,7 @@ def test_format_propagation_on_ray_saves_the_runs_of_this_process(local_ray, tmp
     pytest.importorskip("peft")
     from test_format_propagation import tiny_config  # the tiny model, importable in workers
 
-    from experiments.format_propagation import format_propagation
+    from sapo_experiments.format_propagation import format_propagation
 
     small = dict(conditions=("demonstrator",), rounds=2, tensorboard=False, plots=False)
     format_propagation(tiny_config(tmp_path / "here", **small))

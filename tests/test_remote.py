@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
-from sapo_env.runner import ConcurrentAgent
+from sapo_env.runtime.agent_calls import ConcurrentAgent
 
 ray = pytest.importorskip("ray")
 HERE = Path(__file__).resolve().parent
@@ -34,11 +35,11 @@ def test_a_remote_simulated_swarm_runs_exactly_as_in_process(local_ray):
 
     env = sapo_env.parallel_env(n=4, max_rounds=25)
     # fresh factories for each run: a SeedSequence counts the children spawned from it
-    here = sapo_env.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 3)
+    here = sapo_env.runtime.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 3)
                               .items()}, seed=5, progress=False)
     nodes = remote_swarm(simulated_factories(env.possible_agents, 3), num_cpus=0.5)
     assert all(isinstance(n, ConcurrentAgent) for n in nodes.values())
-    there = sapo_env.run(sapo_env.parallel_env(n=4, max_rounds=25), nodes, seed=5,
+    there = sapo_env.runtime.run(sapo_env.parallel_env(n=4, max_rounds=25), nodes, seed=5,
                          progress=False)
     np.testing.assert_array_equal(here.rewards, there.rewards)
     np.testing.assert_array_equal(here.num_external, there.num_external)
@@ -55,7 +56,7 @@ def test_ratio_policies_steer_remote_nodes_as_in_process_ones(local_ray):
 
     def play(nodes):
         policies = {"node_0": DiscountedUCB(), "node_2": PoolQuality()}
-        return sapo_env.run(sapo_env.parallel_env(n=3, max_rounds=15), nodes, seed=1,
+        return sapo_env.runtime.run(sapo_env.parallel_env(n=3, max_rounds=15), nodes, seed=1,
                             progress=False, ratio_policies=policies)
 
     env = sapo_env.parallel_env(n=3)
@@ -91,7 +92,7 @@ def test_remote_language_model_nodes_run_exactly_as_in_process(local_ray):
                                     train_budget=2, num_external=1, tasks=["basic_arithmetic"])
         nodes = {a: make(partial(tiny_grpo_agent, seed=i))
                  for i, a in enumerate(env.possible_agents)}
-        return sapo_env.run(env, nodes, seed=0, progress=False)
+        return sapo_env.runtime.run(env, nodes, seed=0, progress=False)
 
     here = swarm(lambda factory: factory())
     there = swarm(partial(remote, num_cpus=1))
@@ -123,7 +124,7 @@ def test_the_runner_starts_every_remote_call_before_waiting(local_ray):
     nodes = {a: remote(partial(Slow, i), num_cpus=1) for i, a in enumerate(env.possible_agents)}
     nodes["node_0"].call("act", env.reset(seed=0)[0]["node_0"])  # actors up before timing
     start = time.perf_counter()
-    sapo_env.run(env, nodes, seed=0, progress=False)
+    sapo_env.runtime.run(env, nodes, seed=0, progress=False)
     # 2 rounds of act + learn: 2 s if the two nodes work at once, 4 s one after the other
     assert time.perf_counter() - start < 3.2
 
@@ -160,7 +161,7 @@ def test_a_lora_swarm_in_one_actor_runs_exactly_as_in_process(local_ray):
     def run(nodes):
         env = sapo_env.parallel_env(n=2, max_rounds=2, completions_per_question=2,
                                     train_budget=2, num_external=1, tasks=["basic_arithmetic"])
-        return sapo_env.run(env, nodes, seed=0, progress=False)
+        return sapo_env.runtime.run(env, nodes, seed=0, progress=False)
 
     here = run(tiny_lora_swarm())
     nodes = remote_joint(tiny_lora_swarm, num_cpus=1)
@@ -173,7 +174,7 @@ def test_a_lora_swarm_in_one_actor_runs_exactly_as_in_process(local_ray):
 
 
 def test_scoring_spread_over_ray_workers_gives_the_same_rounds(local_ray):
-    from sapo_env.round_scoring import RayScoring
+    from sapo_env.scoring.round_scoring import RayScoring
 
     def play(scoring):
         env = sapo_env.parallel_env(n=5, max_rounds=3, scoring=scoring)
@@ -222,7 +223,7 @@ def test_the_lm_swarm_example_runs_its_nodes_in_actors(local_ray, tmp_path, caps
     assert "node_2 (demo) reward 1.000" in capsys.readouterr().out
 
 
-class KillAt(sapo_env.Callback):
+class KillAt(sapo_env.runtime.Callback):
     """Kills a remote node's actor once the given round has been played."""
 
     def __init__(self, node, round_):
@@ -243,7 +244,7 @@ def test_a_node_whose_actor_dies_leaves_the_swarm_and_the_run_goes_on(local_ray,
     env = sapo_env.parallel_env(n=3, max_rounds=6)
     nodes = remote_swarm({a: partial(DemonstratorAgent, accuracy=0.5, seed=i)
                           for i, a in enumerate(env.possible_agents)}, num_cpus=0.5)
-    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=deadline,
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=deadline,
                            callbacks=[KillAt("node_1", 2)])
     assert not np.isnan(history.rewards[:3, 1]).any() and np.isnan(history.rewards[3:, 1]).all()
     assert not np.isnan(history.rewards[:, [0, 2]]).any()
@@ -264,7 +265,7 @@ def test_a_slow_remote_node_misses_deadlines_and_plays_late(local_ray):
                          num_cpus=0.5)
     for n in nodes.values():
         n.state_dict()  # the actors are up: starting one takes longer than a deadline
-    history = sapo_env.run(env, nodes, seed=0, progress=False, deadline=0.2)
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=0.2)
     played = [i["node_2"] for i in history.infos if "node_2" in i]
     assert 1 <= len(played) < 10 and max(i["staleness"] for i in played) >= 1
     assert not np.isnan(history.rewards[:, :2]).any()
@@ -294,13 +295,13 @@ def test_nodes_packed_into_actors_run_exactly_as_in_process(local_ray):
     from agents.remote import RemoteMember, remote_swarm
 
     env = sapo_env.parallel_env(n=4, max_rounds=20)
-    here = sapo_env.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 1)
+    here = sapo_env.runtime.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 1)
                               .items()}, seed=3, progress=False)
     nodes = remote_swarm(simulated_factories(env.possible_agents, 1), num_cpus=0.5,
                          nodes_per_actor=2)
     assert all(isinstance(n, RemoteMember) for n in nodes.values())
     assert len({id(n.joint_actor) for n in nodes.values()}) == 2
-    there = sapo_env.run(sapo_env.parallel_env(n=4, max_rounds=20), nodes, seed=3,
+    there = sapo_env.runtime.run(sapo_env.parallel_env(n=4, max_rounds=20), nodes, seed=3,
                          progress=False)
     np.testing.assert_array_equal(here.rewards, there.rewards)
     assert here.learn_metrics == there.learn_metrics
@@ -322,7 +323,7 @@ def test_joint_actors_work_at_the_same_time(local_ray):
     # remote_joint returns once its actor is up, so the timing starts with both ready
     nodes = {**remote_joint(partial(slow_pair, 0)), **remote_joint(partial(slow_pair, 2))}
     start = time.perf_counter()
-    sapo_env.run(env, nodes, seed=0, progress=False)
+    sapo_env.runtime.run(env, nodes, seed=0, progress=False)
     # each actor: 2 acts then 2 learns of 0.5 s, 2 s; 4 s if the actors took turns
     assert time.perf_counter() - start < 3.2
     for node in ("node_0", "node_2"):

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent
-from sapo_env.runner import Callback
+from sapo_env.runtime import Callback
 
 
 class _BadInRound:
@@ -64,7 +65,7 @@ def test_a_remote_nodes_bad_action_makes_it_sit_the_round_out(deadline, caplog):
     agents = [DemonstratorAgent(num_external=2, seed=0), DemonstratorAgent(num_external=2, seed=1),
               _Remote(bad_round=3, seed=2)]
     records = _Records()
-    history = sapo_env.run(env, agents, seed=0, progress=False, callbacks=[records],
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[records],
                            deadline=deadline)
     assert len(history.rewards) == 6
     refused = {r.round: r.refused for r in records.records if r.refused}
@@ -79,7 +80,7 @@ def test_a_local_nodes_bad_action_still_raises():
     agents = [DemonstratorAgent(num_external=2, seed=0), DemonstratorAgent(num_external=2, seed=1),
               _BadInRound(bad_round=3, seed=2)]
     with pytest.raises(ValueError, match="num_external"):
-        sapo_env.run(env, agents, seed=0, progress=False)
+        sapo_env.runtime.run(env, agents, seed=0, progress=False)
 
 
 @pytest.mark.parametrize("deadline", [None, 5.0])
@@ -90,7 +91,7 @@ def test_a_remote_node_refused_k_rounds_in_a_row_is_removed(deadline, caplog):
     agents = [DemonstratorAgent(num_external=2, seed=0), DemonstratorAgent(num_external=2, seed=1),
               _Remote(seed=2, bad_rounds=(1, 3, 4))]
     records = _Records()
-    history = sapo_env.run(env, agents, seed=0, progress=False, callbacks=[records],
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[records],
                            deadline=deadline, remove_after_refusals=2)
     assert len(history.rewards) == 8
     refused = {r.round: r.refused["node_2"] for r in records.records if r.refused}
@@ -105,8 +106,8 @@ def test_remove_after_refusals_none_never_removes_and_bad_values_are_refused():
     env = sapo_env.parallel_env(n=3, max_rounds=6)
     agents = [DemonstratorAgent(num_external=2, seed=0), DemonstratorAgent(num_external=2, seed=1),
               _Remote(seed=2, bad_rounds=(0, 1, 2, 3, 4))]
-    history = sapo_env.run(env, agents, seed=0, progress=False, remove_after_refusals=None)
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False, remove_after_refusals=None)
     assert np.isnan(history.rewards[:5, 2]).all() and not np.isnan(history.rewards[5, 2])
     for bad in (0, -1, 1.5, True, "3"):
         with pytest.raises(ValueError, match="remove_after_refusals"):
-            sapo_env.run(env, agents, rounds=1, progress=False, remove_after_refusals=bad)
+            sapo_env.runtime.run(env, agents, rounds=1, progress=False, remove_after_refusals=bad)

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-import experiments.reproduce as rp
-from experiments.reproduce import cli as rp_cli
-from experiments.reproduce import sweep
+import sapo_experiments.reproduce as rp
+from sapo_experiments.reproduce import cli as rp_cli
+from sapo_experiments.reproduce import sweep
 
 ARITHMETIC = ["basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "max_digits": 1}]
 TINY = ["--quick", "--rounds", "8", "--nodes", "3", "--seeds", "2", "--held-out-every", "4",
@@ -99,7 +99,7 @@ def test_tiny_dtype_reaches_the_agents_and_fast_is_resolved_per_machine(monkeypa
     """--tiny-dtype goes to every node's GRPOConfig; "fast" is bfloat16 exactly where oneDNN
     says the CPU multiplies bfloat16 natively, float32 elsewhere; the others pass through."""
     torch = pytest.importorskip("torch")
-    from experiments.learners import TinyLearners
+    from sapo_experiments.learners import TinyLearners
 
     args = rp_cli.build_parser().parse_args(["--learner", "tiny", "--tiny-dtype", "bfloat16"])
     assert rp_cli.config_from_args(args).tiny.dtype == "bfloat16"
@@ -274,7 +274,7 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
 
 
 def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, caplog):
-    from experiments import run_files
+    from sapo_experiments import run_files
 
     path = run_files.save_run(tmp_path / "run.npz", {"key": "k"}, rewards=np.zeros(3))
     assert run_files.is_finished(path, "k") and not run_files.is_finished(path, "other")

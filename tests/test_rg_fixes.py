@@ -4,7 +4,7 @@ import random
 import reasoning_gym.arithmetic.basic_arithmetic as basic_arithmetic
 
 import sapo_env  # noqa: F401  (applies the fixes)
-from sapo_env import rg_fixes
+from sapo_env.scoring import rg_fixes
 
 
 def original_find_common_divisors():

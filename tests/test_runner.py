@@ -3,6 +3,7 @@ import pytest
 from conftest import SMALL
 
 import sapo_env
+import sapo_env.runtime
 from agents import DemonstratorAgent, RandomAgent
 
 
@@ -14,7 +15,7 @@ def swarm(seed=0):
 
 def test_history_shapes_and_cumulative_rewards():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 6})
-    history = sapo_env.run(env, swarm(), seed=0, progress=False)
+    history = sapo_env.runtime.run(env, swarm(), seed=0, progress=False)
     assert history.agents == ("node_0", "node_1", "node_2")
     assert history.rewards.shape == (6, 3) and history.rounds == 6
     # the J in force: round 0's from the config (SMALL: 1), then what each node asked for
@@ -31,8 +32,8 @@ def test_history_shapes_and_cumulative_rewards():
 
 def test_rounds_argument_and_determinism():
     env = sapo_env.parallel_env(**SMALL)
-    a = sapo_env.run(env, swarm(), rounds=4, seed=3, progress=False)
-    b = sapo_env.run(env, swarm(), rounds=4, seed=3, progress=False)
+    a = sapo_env.runtime.run(env, swarm(), rounds=4, seed=3, progress=False)
+    b = sapo_env.runtime.run(env, swarm(), rounds=4, seed=3, progress=False)
     assert a.rounds == 4
     np.testing.assert_array_equal(a.rewards, b.rewards)
     assert a.infos == b.infos
@@ -41,14 +42,14 @@ def test_rounds_argument_and_determinism():
 def test_agents_by_name_and_errors():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2})
     named = dict(zip(env.possible_agents, swarm()))
-    assert sapo_env.run(env, named, progress=False).rounds == 2
+    assert sapo_env.runtime.run(env, named, progress=False).rounds == 2
     with pytest.raises(ValueError, match="expected 3 agents"):
-        sapo_env.run(env, swarm()[:2], progress=False)
+        sapo_env.runtime.run(env, swarm()[:2], progress=False)
     with pytest.raises(ValueError, match="missing"):
-        sapo_env.run(env, {"node_0": RandomAgent()}, progress=False)
+        sapo_env.runtime.run(env, {"node_0": RandomAgent()}, progress=False)
 
 
-class Recorder(sapo_env.Callback):
+class Recorder(sapo_env.runtime.Callback):
     def __init__(self):
         self.events = []
 
@@ -66,7 +67,7 @@ class Recorder(sapo_env.Callback):
 def test_callbacks_see_every_round():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 3})
     recorder = Recorder()
-    sapo_env.run(env, swarm(), callbacks=[recorder], progress=False)
+    sapo_env.runtime.run(env, swarm(), callbacks=[recorder], progress=False)
     nodes = ["node_0", "node_1", "node_2"]
     assert recorder.events[0] == ("start", nodes)
     assert [e[:3] for e in recorder.events[1:4]] == [("round", t, nodes) for t in range(3)]
@@ -86,7 +87,7 @@ class Learner(RandomAgent):
 def test_learn_gets_the_assembled_batch_and_metrics_are_kept():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2, "filter": "none"})
     learner = Learner(num_external=2)
-    history = sapo_env.run(env, [learner, RandomAgent(num_external=1, seed=1),
+    history = sapo_env.runtime.run(env, [learner, RandomAgent(num_external=1, seed=1),
                                  RandomAgent(num_external=1, seed=2)], progress=False)
     assert [len(b) for b in learner.batches] == [3, 3]
     assert [sum(not g["local"] for g in b) for b in learner.batches] == [1, 2]  # J: 1, then 2
@@ -115,7 +116,7 @@ class Member(RandomAgent):
 def test_joint_actors_act_once_for_their_members():
     joint = Joint()
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2})
-    sapo_env.run(env, [Member(joint), RandomAgent(num_external=1), Member(joint)],
+    sapo_env.runtime.run(env, [Member(joint), RandomAgent(num_external=1), Member(joint)],
                  progress=False)
     assert joint.calls == [["node_0", "node_2"]] * 2
 
@@ -149,7 +150,7 @@ class ScriptedRatio:
 def test_ratio_policies_choose_next_rounds_J_and_hear_the_outcome():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 4})  # SMALL: round 0's J is 1
     policy = ScriptedRatio([3, 0, 2, 1])
-    history = sapo_env.run(env, swarm(), seed=0, progress=False,
+    history = sapo_env.runtime.run(env, swarm(), seed=0, progress=False,
                            ratio_policies={"node_1": policy})
     # node_1's own agent asks for 2; the policy overrides it, a round later each time
     assert history.num_external[:, 1].tolist() == [1, 3, 0, 2]
@@ -167,18 +168,20 @@ def test_ratio_policies_choose_next_rounds_J_and_hear_the_outcome():
 def test_ratio_policy_errors_name_the_node():
     env = sapo_env.parallel_env(**{**SMALL, "max_rounds": 2})
     with pytest.raises(ValueError, match=r"not in the swarm: \['node_9'\]"):
-        sapo_env.run(env, swarm(), progress=False, ratio_policies={"node_9": ScriptedRatio([])})
+        sapo_env.runtime.run(env, swarm(), progress=False,
+                             ratio_policies={"node_9": ScriptedRatio([])})
     with pytest.raises(TypeError, match=r"\['node_0'\] need choose"):
-        sapo_env.run(env, swarm(), progress=False, ratio_policies={"node_0": lambda o: 1})
+        sapo_env.runtime.run(env, swarm(), progress=False, ratio_policies={"node_0": lambda o: 1})
     with pytest.raises(ValueError, match="node_2.*num_external"):
-        sapo_env.run(env, swarm(), progress=False, ratio_policies={"node_2": ScriptedRatio([7])})
+        sapo_env.runtime.run(env, swarm(), progress=False,
+                             ratio_policies={"node_2": ScriptedRatio([7])})
 
 
 def test_play_round_overrides_J_and_reports_the_round_played():
     env = sapo_env.parallel_env(**SMALL)
     agents = dict(zip(env.possible_agents, swarm()))
     observations, _ = env.reset(seed=0)
-    record = sapo_env.play_round(env, agents, observations, {"node_0": 0})
+    record = sapo_env.runtime.play_round(env, agents, observations, {"node_0": 0})
     assert record.round == 0 and env.round == 1
     assert record.actions["node_0"]["num_external"] == 0
     assert record.actions["node_1"]["num_external"] == 2  # its agent's own choice
@@ -192,7 +195,8 @@ def test_a_plain_function_as_an_agent_and_a_bad_ratio_policy_get_errors_that_say
 
     env = sapo_env.parallel_env(n=2, max_rounds=2)
     with pytest.raises(TypeError, match=r"the agent of node_0 needs act\(observation\)"):
-        sapo_env.run(env, [lambda observation: {}, DemonstratorAgent(seed=1)], progress=False)
+        sapo_env.runtime.run(env, [lambda observation: {}, DemonstratorAgent(seed=1)],
+                             progress=False)
 
     class Greedy:
         def choose(self, observation):
@@ -202,5 +206,5 @@ def test_a_plain_function_as_an_agent_and_a_bad_ratio_policy_get_errors_that_say
             pass
 
     with pytest.raises(ValueError, match=r"ratio policy Greedy of node_1 chose num_external=99"):
-        sapo_env.run(env, [DemonstratorAgent(seed=0), DemonstratorAgent(seed=1)],
+        sapo_env.runtime.run(env, [DemonstratorAgent(seed=0), DemonstratorAgent(seed=1)],
                      ratio_policies={"node_1": Greedy()}, progress=False)

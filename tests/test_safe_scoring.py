@@ -1,5 +1,6 @@
 """Scorers never execute answer text, honest answers score as before, and the scoring guard turns
-every failure of a scorer into a counted 0 (sapo_env.safe_parsing, safe_scorers, scoring_guard)."""
+every failure of a scorer into a counted 0 (sapo_env.scoring: safe_parsing,
+safe_scorers, guard)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,18 @@ from reasoning_gym.logic import propositional_logic
 from sympy.parsing.sympy_parser import parse_expr
 
 import sapo_env
-from sapo_env import safe_scorers, scoring_guard
-from sapo_env.answers import extract_tag
 from sapo_env.config import PAPER_TASKS
-from sapo_env.safe_parsing import (
+from sapo_env.scoring import guard as scoring_guard
+from sapo_env.scoring import safe_scorers
+from sapo_env.scoring.answers import extract_tag
+from sapo_env.scoring.guard import FAILURE_REASONS, ScoringLimits, guarded_scores, no_failures
+from sapo_env.scoring.safe_parsing import (
     MAX_BITS,
     integer_arithmetic,
     literal,
     propositional_expression,
     sympy_expression,
 )
-from sapo_env.scoring_guard import FAILURE_REASONS, ScoringLimits, guarded_scores, no_failures
 from sapo_env.tasks import reference_answer
 
 SENTINEL = "SAPO_ENV_PWNED"
@@ -408,7 +410,7 @@ def test_off_the_main_thread_scoring_still_catches_errors():
 
 def test_each_reason_is_logged_once(caplog):
     scoring_guard._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="sapo_env.scoring_guard"):
+    with caplog.at_level(logging.WARNING, logger="sapo_env.scoring.guard"):
         guard(["raise", "raise", "x" * 3000], lambda a: 1 / 0)
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2
@@ -468,7 +470,7 @@ def test_the_tag_extractor_is_reasoning_gyms_in_linear_time():
     from hypothesis import strategies as st
     from reasoning_gym.utils import extract_answer as reasoning_gym_extract
 
-    from sapo_env.answers import extract_answer
+    from sapo_env.scoring.answers import extract_answer
 
     pieces = st.sampled_from(["<answer>", "</answer>", "<answer", "answer>", " ", "\n", "\t",
                               "\u2003", "x", "42", "<", "/"])
@@ -502,9 +504,9 @@ class _FastDataset:
 
 
 def test_a_node_that_spends_its_budget_scores_zero_for_the_rest_and_others_are_scored():
-    from sapo_env.answers import get_extractor
-    from sapo_env.round_scoring import LocalScoring, score_round
-    from sapo_env.scoring_guard import ScoringLimits
+    from sapo_env.scoring.answers import get_extractor
+    from sapo_env.scoring.guard import ScoringLimits
+    from sapo_env.scoring.round_scoring import LocalScoring, score_round
     from sapo_env.tasks import DrawnQuestion
 
     limit, budget = 0.05, 0.2
@@ -531,7 +533,7 @@ def test_the_budget_is_a_setting_checked_like_the_time_limit():
 
 
 # reasoning-gym 0.1.25: sha256 (first 16 hex digits) of each score_answer that
-# sapo_env.safe_scorers rewrites (the integration and polynomial tasks) or wraps
+# sapo_env.scoring.safe_scorers rewrites (the integration and polynomial tasks) or wraps
 # (propositional_logic)
 MIRRORED_SCORERS = {
     "PropositionalLogicDataset": "5cbc2250d7c9ec68",
@@ -542,13 +544,14 @@ MIRRORED_SCORERS = {
 
 
 def test_the_scorers_sapo_env_mirrors_are_the_ones_it_was_written_against():
-    """When this fails, reasoning-gym changed a scorer that sapo_env.safe_scorers rewrites or
+    """When this fails, reasoning-gym changed a scorer that sapo_env.scoring.safe_scorers rewrites
+    or
     wraps, and the copy would silently diverge: read the new scorer, update the copy, then
     these digests and the reasoning-gym pin in pyproject.toml."""
     import hashlib
     import inspect
 
-    from sapo_env import safe_scorers
+    from sapo_env.scoring import safe_scorers
 
     digests = {cls.__name__: hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
                for cls, fn in safe_scorers._ORIGINAL_SCORERS.items()}

@@ -18,8 +18,8 @@ from agents.simulated import (
     wrong_answer,
 )
 from sapo_env import make_observation
-from sapo_env.answers import extract_tag
 from sapo_env.rollouts import group_advantages, make_group
+from sapo_env.scoring.answers import extract_tag
 from sapo_env.tasks import DrawnQuestion, dataset_for, resolve, score_completions
 
 TASKS = ("basic_arithmetic", "base_conversion", "calendar_arithmetic", "propositional_logic",
@@ -135,7 +135,7 @@ def test_slot_aligned_draws_make_a_slot_s_completions_independent_of_J():
 
 
 def test_simulated_learners_factory_applies_its_overrides_and_names_them():
-    from experiments import learners
+    from sapo_experiments import learners
 
     factory = learners.SimulatedLearners({"start_tag_prob": 0.3, "slot_aligned_draws": True})
     nodes = factory(["node_0", "node_1"], 2, np.random.SeedSequence(0))
@@ -348,13 +348,13 @@ def test_reward_rises_in_isolation():
 
 # --- in the real env -------------------------------------------------------------------------
 def run_swarm(n, rounds, seed=0, config=None, **overrides):
-    import sapo_env
+    import sapo_env.runtime
 
     # the env's J of round 0 is the learners' J (a learner's action sets it from round 1 on)
     env = sapo_env.parallel_env(n=n, max_rounds=rounds,
                                 num_external=overrides.get("num_external", 0))
     nodes = simulated_swarm(env.possible_agents, seed=seed, config=config, **overrides)
-    return sapo_env.run(env, nodes, seed=seed, progress=False), nodes
+    return sapo_env.runtime.run(env, nodes, seed=seed, progress=False), nodes
 
 
 def test_reward_rises_in_isolation_in_the_env():

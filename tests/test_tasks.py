@@ -6,7 +6,7 @@ import pytest
 import reasoning_gym
 
 from sapo_env import PAPER_TASKS, SwarmConfig
-from sapo_env.answers import extract_tag
+from sapo_env.scoring.answers import extract_tag
 from sapo_env.tasks import QuestionSource, reference_answer, resolve, score_completions
 
 

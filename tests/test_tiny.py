@@ -196,7 +196,7 @@ def test_targets_and_plain_data():
 
 
 def test_warm_start_questions_use_seeds_no_swarm_reads():
-    from sapo_env.metrics import held_out_questions
+    from sapo_env.runtime.metrics import held_out_questions
 
     env_seeds = [d.question["ref"]["seed"] + d.question["ref"]["index"]
                  for d in held_out_questions(sapo_env.SwarmConfig(), 64)]
@@ -305,7 +305,7 @@ def test_a_warm_started_node_plays_in_the_env(short_run):
         nodes.append(GRPOAgent(model, tokenizer=tokenizer, config=config, num_external=1,
                                seed=seed))
     before = [{k: v.clone() for k, v in node.model.state_dict().items()} for node in nodes]
-    history = sapo_env.run(env, nodes, seed=0, progress=False)
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False)
     assert history.rewards.shape == (2, 2) and history.rewards.max() > 0
     assert all(set(m) == {"node_0", "node_1"} for m in history.learn_metrics)
     for name, node, weights in zip(("node_0", "node_1"), nodes, before):
@@ -319,8 +319,8 @@ def test_a_warm_started_node_plays_in_the_env(short_run):
 
 
 def test_cli_help_and_task_specs(capsys):
-    from experiments.cli import build_parser
-    from experiments.warm_start_cli import task_spec
+    from sapo_experiments.cli import build_parser
+    from sapo_experiments.warm_start_cli import task_spec
 
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(["warm-start", "--help"])
@@ -334,7 +334,7 @@ def test_cli_help_and_task_specs(capsys):
 
 
 def test_cli_trains_prints_and_then_finds_the_cache(tmp_path, capsys):
-    from experiments.cli import main
+    from sapo_experiments.cli import main
 
     argv = ["warm-start", "--tasks", "basic_arithmetic", "--eval-tasks", "basic_arithmetic",
             "spell_backward", "--max-steps", "2", "--batch-size", "2", "--eval-size", "2",

@@ -2,7 +2,7 @@
 
 A ratio policy has ``choose(observation) -> J`` (the J of the node's next round) and
 ``update(reward, info)`` (the outcome of the round just played; ``info["num_external"]`` is
-the J that was in force): ``sapo_env.RatioPolicy``. ``sapo_env.run(env, agents,
+the J that was in force): ``sapo_env.runtime.RatioPolicy``. ``sapo_env.runtime.run(env, agents,
 ratio_policies={node: policy})`` applies it to any agent, simulated or language model.
 
 - ``rules``: ``FixedRatio`` (the paper's fixed I/J), ``ScheduledRatio`` (J by round),

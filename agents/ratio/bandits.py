@@ -40,12 +40,12 @@ Randomness comes only from ``np.random.default_rng(seed)``: same seed, same choi
 
 Example::
 
-    >>> import sapo_env
+    >>> import sapo_env.runtime
     >>> from agents.simulated import simulated_swarm
     >>> env = sapo_env.parallel_env(n=2, max_rounds=4)
     >>> policies = {"node_0": ThompsonSampling(arms=(2, 4, 6), seed=0),
     ...             "node_1": DiscountedUCB(arms=(2, 4, 6))}
-    >>> history = sapo_env.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,
+    >>> history = sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,
     ...                        progress=False, ratio_policies=policies)
     >>> history.num_external[1:, 1].tolist()          # UCB plays each arm once first
     [2, 4, 6]

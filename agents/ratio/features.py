@@ -1,7 +1,7 @@
 """What a node has seen, as a fixed-length vector for a learned I:J ratio policy.
 
 ``RatioFeatures`` turns the rounds a node has played into the observation of a learned ratio
-policy (the meta environments of ``experiments.meta``, ``agents.ratio.sb3.SB3Ratio``): feed it
+policy (the meta environments of ``sapo_experiments.meta``, ``agents.ratio.sb3.SB3Ratio``): feed it
 each round's outcome with ``update(reward, info)`` and read it with ``vector(observation)``,
 where ``reward`` and ``info`` are the node's reward and ``infos[node]`` of the round just
 played and ``observation`` is the node's env observation for its next round.

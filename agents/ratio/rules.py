@@ -2,8 +2,8 @@
 
 A ratio policy chooses the J of a node's *next* round (``choose(observation)``) and hears how
 the round just played went (``update(reward, info)``, where ``info["num_external"]`` is the J
-that was in force in it); ``sapo_env.run(env, agents, ratio_policies={node: policy})`` calls
-both (see ``sapo_env.runner``). Under the paper's protocol a node with J in force answers
+that was in force in it); ``sapo_env.runtime.run(env, agents, ratio_policies={node: policy})`` calls
+both (see ``sapo_env.runtime.runner``). Under the paper's protocol a node with J in force answers
 I = ``train_budget`` - J questions, so at J = ``train_budget`` it answers nothing and its reward
 is 0: that 0 says nothing about its skill. The two adaptive rules here therefore measure the
 node only in rounds in which it answered something (``info["generated_completions"] > 0``),
@@ -22,11 +22,11 @@ has learned, as plain data, for checkpoints.
 
 Example (the paper's 4/4 for one node, an adaptive rule for another)::
 
-    >>> import sapo_env
+    >>> import sapo_env.runtime
     >>> from agents.simulated import simulated_swarm
     >>> env = sapo_env.parallel_env(n=2, max_rounds=3)
     >>> policies = {"node_0": FixedRatio(4), "node_1": PoolQuality()}
-    >>> history = sapo_env.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,
+    >>> history = sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,
     ...                        progress=False, ratio_policies=policies)
     >>> history.num_external[:, 0].tolist()          # round 0's J is SwarmConfig.num_external
     [4, 4, 4]

@@ -1,16 +1,16 @@
 """A ratio policy learned with stable-baselines3: ``SB3Ratio`` picks a node's J with a model.
 
 The model (PPO, DQN, A2C ... anything with ``predict(obs, deterministic=) -> (action, state)``)
-was trained on the meta environments of ``experiments.meta``, whose observation is
+was trained on the meta environments of ``sapo_experiments.meta``, whose observation is
 ``agents.ratio.features.RatioFeatures`` and whose action is J in ``[0, train_budget]``.
 ``SB3Ratio`` keeps the same features up to date from the rounds its node plays, so it can drive
-a node of any ``sapo_env.run``::
+a node of any ``sapo_env.runtime.run``::
 
-    import sapo_env
+    import sapo_env.runtime
     from agents.ratio.sb3 import SB3Ratio
 
     policy = SB3Ratio.load("runs/meta/ppo_ratio.zip", max_rounds=200)
-    history = sapo_env.run(env, learners, ratio_policies={"node_0": policy})
+    history = sapo_env.runtime.run(env, learners, ratio_policies={"node_0": policy})
 
 An ``SB3Ratio`` holds the features of one node's run: build a fresh one for every node and run.
 stable-baselines3 (the ``meta`` extra) is imported only by ``load``.
@@ -40,7 +40,7 @@ class SB3Ratio:
         model: a trained stable-baselines3 model (or anything with its ``predict``) whose
             observation is the ``RatioFeatures`` vector and whose action is J.
         max_rounds: the run length ``RatioFeatures.progress`` divides by; use the episode
-            length the model was trained with (``experiments.meta``'s ``max_rounds``).
+            length the model was trained with (``sapo_experiments.meta``'s ``max_rounds``).
         deterministic: take the model's most likely J (True) or sample one (False).
         window: ``RatioFeatures.window``; must match the one the model was trained with.
     """

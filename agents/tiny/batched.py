@@ -20,20 +20,21 @@ rounding after learning), so a swarm can be switched between the two freely.
   gradients, adds the nodes' losses (each node's gradient reaches only its own weights) and
   lets each agent clip and step.
 
-``sapo_env.run`` uses both through the joint-actor protocol (``act_jointly``,
-``learn_jointly``; :mod:`sapo_env.agent_calls`). Requirements, checked here: full fine-tuning
+``sapo_env.runtime.run`` uses both through the joint-actor protocol (``act_jointly``,
+``learn_jointly``; :mod:`sapo_env.runtime.agent_calls`). Requirements, checked here: full
+fine-tuning
 (no LoRA), ``beta`` 0, one device, one Llama configuration :func:`check_supported` accepts,
 and the same sampling settings for every agent.
 
 Example::
 
-    import sapo_env
+    import sapo_env.runtime
     from agents import GRPOAgent, GRPOConfig
     from agents.tiny import batched_swarm
 
     agents = batched_swarm([GRPOAgent(model, tokenizer, GRPOConfig(...), seed=s)
                             for s, model in enumerate(models)])
-    sapo_env.run(sapo_env.parallel_env(n=len(agents), system_prompt=""), agents, rounds=10)
+    sapo_env.runtime.run(sapo_env.parallel_env(n=len(agents), system_prompt=""), agents, rounds=10)
 """
 
 from __future__ import annotations

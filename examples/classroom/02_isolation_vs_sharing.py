@@ -39,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 import sapo_env
-from experiments.learners import TinyLearners
-from experiments.reproduce import seeds_of
-from sapo_env import metrics
+import sapo_env.runtime
+from sapo_env.runtime import metrics
+from sapo_experiments.learners import TinyLearners
+from sapo_experiments.reproduce import seeds_of
 
 SETTINGS = {  # label: (J, SwarmConfig overrides)
     "8/0 (isolated)": (0, {}),
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
             env = sapo_env.parallel_env(n=8, max_rounds=args.rounds, num_external=num_external,
                                         **specialists.swarm_settings(), **overrides)
             nodes = specialists(env.possible_agents, num_external, agent_seed)
-            history = sapo_env.run(env, nodes, seed=env_seed, progress=False)
+            history = sapo_env.runtime.run(env, nodes, seed=env_seed, progress=False)
             earned[label].append(history.cumulative_reward)
             curves.setdefault(label, metrics.smoothed_reward(history, window))
             print(f"seed {seed}  {label:37s} cumulative reward {history.cumulative_reward:6.2f}"

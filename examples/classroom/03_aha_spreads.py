@@ -20,18 +20,19 @@ import argparse
 from pathlib import Path
 
 import sapo_env
+import sapo_env.runtime
 from agents.simulated import STRATEGIES, SimulatedLearnerConfig, simulated_swarm
-from sapo_env import metrics
+from sapo_env.runtime import metrics
 
 
-def run(num_external: int, rounds: int, seed: int) -> sapo_env.History:
+def run(num_external: int, rounds: int, seed: int) -> sapo_env.runtime.History:
     env = sapo_env.parallel_env(n=8, max_rounds=rounds, num_external=num_external)
     others = SimulatedLearnerConfig(explore=0.0, num_external=num_external)
     pioneer = SimulatedLearnerConfig(explore=0.0, num_external=num_external,
                                      known_strategies=STRATEGIES)
     config = {a: (pioneer if a == "node_0" else others) for a in env.possible_agents}
     nodes = simulated_swarm(env.possible_agents, seed=seed, config=config)
-    return sapo_env.run(env, nodes, seed=seed, progress=False)
+    return sapo_env.runtime.run(env, nodes, seed=seed, progress=False)
 
 
 def main(argv: list[str] | None = None) -> None:

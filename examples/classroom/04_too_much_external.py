@@ -36,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 import sapo_env
+import sapo_env.runtime
 from agents.simulated import SimulatedLearnerConfig, simulated_swarm
-from sapo_env import metrics
+from sapo_env.runtime import metrics
 
 
 def swing(curves: np.ndarray) -> float:
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         for label, num_external in settings:
             env = sapo_env.parallel_env(n=8, max_rounds=args.rounds, num_external=num_external)
             nodes = simulated_swarm(names, seed=seed, config=config, num_external=num_external)
-            history = sapo_env.run(env, nodes, seed=seed, progress=False)
+            history = sapo_env.runtime.run(env, nodes, seed=seed, progress=False)
             curves = metrics.moving_average(history.rewards, window)
             first_seed_curves.setdefault(label, curves)
             earned[label].append(float(np.nanmean(history.rewards[:, columns], axis=1).sum()))

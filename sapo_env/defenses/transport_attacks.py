@@ -1,0 +1,320 @@
+"""Hostile nodes on the wire: the packets a node that builds its own could send.
+
+In this env a node's action carries only text (completions, which groups to share, its next
+J): the env draws the questions, scores every completion and builds the published groups, so
+in-process a node can forge nothing but text. In a real decentralized swarm a node builds and
+sends its own packets (question, answer, ref, completions, rewards, advantages), and the
+paper's reference code trusted them. ``SwarmConfig.adversaries`` models that machine: the
+groups a named node publishes are rewritten as it would send them, after the env built them
+and before they enter the pool, so every receiver gets the forged packet
+(``SwarmConfig.verify_packets`` is the defense, :mod:`sapo_env.defenses.packets`).
+
+Attacks (``TRANSPORT_ATTACK_NAMES``: the per-group ``TRANSPORT_ATTACKS``, then the per-node
+``NODE_ATTACKS``); each says what stops it (``verify`` is
+``SwarmConfig.verify_packets``, the packet schema of :mod:`sapo_env.defenses.packet_schema` is
+always on):
+
+``forge_rewards``
+    wrong answers presented as right: every claimed reward is inverted (1 - the verifier's
+    score) and the advantages recomputed from the claims, so a receiver that trusts the packet
+    reinforces what the verifier rejected and penalises what it accepted. Question, answer and
+    ref stay true. A group the verifier scored all equal stays all equal (no signal either way).
+    Stopped by verify (``rewards``).
+``forge_metadata``
+    a self-consistent lie: ``answer`` becomes the most common wrong answer among the group's
+    completions (as the swarm's answer format reads them), and rewards and advantages are
+    recomputed as an exact match against it. A receiver that re-scores against the packet's
+    own ``answer`` accepts it; one that re-derives the answer from ``ref`` does not (``answer``).
+    With no wrong answer to claim, the answer is altered anyway and every claimed reward is 0.
+    Forged ``ref`` and ``question`` fields meet the same check; the tests forge each by hand.
+``duplicate_spam``
+    every group is published ``SPAM_COPIES`` times, the copies under new ids
+    (``node_3/r12/q0/copy1`` ...): the spammer floods the pool, so receivers draw its groups
+    instead of the others'. Stopped by verify (``duplicate``).
+``replay``
+    the node sends nothing of its own: it republishes every other node's group of the round,
+    as it received them, under its own name and new ids (``node_9/replay/node_0/r3/q1``).
+    Stopped by verify (``not_dealt``: it was not dealt those questions).
+``flood``
+    its own groups, then ``FLOOD_GROUPS`` more a round on questions it chose itself (its own
+    tasks' datasets at indices it draws), each built as the env builds a group: the question and
+    answer re-derived from the ref, completions (half the right answer in tags, half its own
+    text) scored by reasoning-gym, advantages computed, so every packet is internally
+    consistent and passes re-scoring. Stopped by verify (``not_dealt``).
+``sybil``
+    its own groups, plus each again under ``SYBILS`` made-up names (``node_9~sybil1``) that the
+    swarm never dealt anything. Stopped by verify (``not_dealt``); a real deployment also needs
+    signed packets, so that a name cannot be claimed on the wire.
+``held_out``
+    in place of its own groups, as many internally consistent groups on held-out evaluation
+    questions (:func:`sapo_env.tasks.held_out_questions` of the paper's tasks), so receivers
+    would train on the evaluation set. Stopped by verify (``not_dealt``: no node is ever dealt
+    a held-out question).
+``future_round``
+    its own groups claiming ``round=10**9``, and a copy of each claiming each of
+    ``ABSURD_ROUNDS`` (in the past, far future, not an int), to outlive the pool window. The
+    receiver stamps the round a packet arrived in (the schema never reads the claim), so the
+    originals are pooled as this round's groups and leave with the window; the copies are
+    stopped by verify (``duplicate``).
+``malformed``
+    in place of its own groups, type-broken packets (``MALFORMED``): the round a ``str`` or
+    None, rewards a list of strings, ``source`` a list, numpy arrays for ``question``,
+    ``answer``, ``task`` or ``system_prompt``, a 10 MB completion, a ``str`` subclass lying
+    about its length. Stopped by the schema (``malformed``, ``oversized``), with or without
+    verify, counted and never raised (the two broken rounds are simply replaced by the
+    receiver's; ``source`` a list is counted under ``"?"``).
+
+**The hook** (an explicit interface, called by the env once a round): :func:`tamper` gets
+every group the env built to publish this round, in publication order, and sends in place of
+each adversary's groups what its attack returns (any values: a hostile machine sends what it
+likes). An attack takes one of two forms: a :data:`GroupAttack` of ``TRANSPORT_ATTACKS``
+rewrites each group on its own (``forge_rewards``, ``forge_metadata``, ``duplicate_spam``); a
+:data:`NodeAttack` of ``NODE_ATTACKS`` is called once with all the node's groups of the round
+and what it received from the others (the same round's groups of every other node). A node
+that shares nothing this round sends nothing. Attacks are deterministic: ``flood`` draws its
+questions from a generator seeded by the round and the node's name, so runs stay
+reproducible.
+
+What a transport adversary cannot do here: read the pool beyond the round it is sent in (a
+replay of older rounds meets the same ``not_dealt`` check), or change what it trains on
+itself. Attacks that need no transport (garbage text, confident wrong answers, free riding,
+poisoned completions, answers slow to score) are agents: :mod:`agents.adversarial`.
+
+Example::
+
+    >>> import sapo_env
+    >>> from sapo_env.defenses.transport_attacks import assign
+    >>> assign(10, 0.3, "forge_rewards")                   # the last 30% of 10 nodes
+    {'node_7': 'forge_rewards', 'node_8': 'forge_rewards', 'node_9': 'forge_rewards'}
+    >>> env = sapo_env.parallel_env(n=10, adversaries=assign(10, 0.3, "forge_rewards"))
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.defenses.attack_names import TRANSPORT_ATTACK_NAMES, TransportAttack
+from sapo_env.rollouts import group_advantages
+from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.tasks import held_out_questions, redraw, reference_answer
+from sapo_env.types import Group
+
+GroupAttack = Callable[[Group, AnswerExtractor, float], list[Any]]
+"""A per-group attack: ``(group, extract, eps) -> packets`` sent in place of ``group``
+(``extract`` is the swarm's answer format, ``eps`` its advantage epsilon)."""
+NodeAttack = Callable[[Sequence[Group], Sequence[Group], AnswerExtractor, float], list[Any]]
+"""A per-node attack: ``(own, received, extract, eps) -> packets``. ``own`` are the groups the
+env built for the node this round (all of one source, at least one), ``received`` every other
+node's groups of the round; the packets are sent in place of ``own``, in order."""
+SPAM_COPIES = 8
+"""Times ``duplicate_spam`` publishes each group (the original and 7 copies): at 30% spammers
+among 10 nodes, about three quarters of the pool."""
+FLOOD_GROUPS = 200  #: extra groups ``flood`` sends a round, on questions it chose
+SYBILS = 3  #: made-up names under which ``sybil`` sends each of its groups again
+ABSURD_ROUNDS: tuple[Any, ...] = (-1, 2**63, 10**18, 1.5, float("inf"))
+"""The rounds ``future_round``'s copies claim (its originals claim ``10**9``)."""
+HELD_OUT_QUESTIONS = 64  #: held-out questions ``held_out`` cycles through
+
+
+class _LyingStr(str):
+    """A string that claims to be one character long, whatever it holds."""
+
+    def __len__(self) -> int:
+        return 1
+
+
+MALFORMED: dict[str, Callable[[Group], dict[str, Any]]] = {
+    "round_str": lambda g: {**g, "round": str(g["round"])},
+    "round_none": lambda g: {**g, "round": None},
+    "rewards_str": lambda g: {**g, "rewards": [str(r) for r in g["rewards"].tolist()]},
+    "source_list": lambda g: {**g, "source": [g["source"]]},
+    "question_array": lambda g: {**g, "question": np.array(list(g["question"]))},
+    "answer_array": lambda g: {**g, "answer": np.array([g["answer"]])},
+    "task_array": lambda g: {**g, "task": np.array([g["task"]])},
+    "system_prompt_array": lambda g: {**g, "system_prompt": np.array([g["system_prompt"]])},
+    "huge_completion": lambda g: {**g, "completions": ("x" * 10_000_000,
+                                                       *g["completions"][1:])},
+    "lying_str": lambda g: {**g, "completions": (_LyingStr("y" * 100_000),
+                                                 *g["completions"][1:])},
+}
+"""``malformed``'s packets, each one field broken: ``huge_completion`` is ``oversized`` to the
+schema, the others ``malformed``, but for the two rounds: the schema never reads a claimed
+round, so those packets are stamped with the round they arrived in and pass."""
+
+
+def adversary_nodes(nodes: int | Sequence[str], fraction: float) -> list[str]:
+    """The nodes a fraction of a swarm makes adversarial: the last ``round(fraction * n)`` of
+    ``nodes`` (a count, for ``node_0 …``, or the names), so honest nodes keep the low names."""
+    names = [f"node_{i}" for i in range(nodes)] if isinstance(nodes, int) else list(nodes)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+            or not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction of adversaries must be a number in [0, 1], got {fraction!r}")
+    count = int(round(fraction * len(names)))
+    return names[len(names) - count:] if count else []
+
+
+def assign(nodes: int | Sequence[str], fraction: float, attack: TransportAttack
+           ) -> dict[str, TransportAttack]:
+    """``SwarmConfig.adversaries`` for a fraction of the nodes (see :func:`adversary_nodes`)."""
+    if attack not in TRANSPORT_ATTACK_NAMES:
+        raise ValueError(f"attack must be one of {sorted(TRANSPORT_ATTACK_NAMES)}, got "
+                         f"{attack!r}")
+    return {name: attack for name in adversary_nodes(nodes, fraction)}
+
+
+def _claimed(group: Group, rewards: np.ndarray, eps: float, **changes) -> Group:
+    rewards = np.asarray(rewards, dtype=np.float32)
+    advantages = group_advantages(rewards, eps)
+    rewards.flags.writeable = False
+    advantages.flags.writeable = False
+    return {**group, **changes, "rewards": rewards, "advantages": advantages}
+
+
+def forge_rewards(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
+    """The group with inverted rewards (see the module docstring)."""
+    return [_claimed(group, 1.0 - group["rewards"], eps)]
+
+
+def forge_metadata(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
+    """The group claiming one of its wrong answers as the reference (see the module
+    docstring)."""
+    answers = [extract(c) for c in group["completions"]]
+    wrong = Counter(a for a, r in zip(answers, group["rewards"].tolist())
+                    if a is not None and r < 1.0 and a != group["answer"])
+    if wrong:
+        forged = wrong.most_common(1)[0][0]
+    else:
+        forged = f"{group['answer']} (corrected)"
+    claimed = [1.0 if a == forged else 0.0 for a in answers]
+    return [_claimed(group, claimed, eps, answer=forged)]
+
+
+def duplicate_spam(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
+    """The group and ``SPAM_COPIES - 1`` copies under new ids."""
+    return [group] + [{**group, "id": f"{group['id']}/copy{k}"} for k in range(1, SPAM_COPIES)]
+
+
+def replay(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+           eps: float) -> list[Any]:
+    """The others' groups under the node's name, none of its own."""
+    source = own[0]["source"]
+    return [{**g, "source": source, "id": f"{source}/replay/{g['id']}"} for g in received]
+
+
+def consistent_group(template: Group, ref: Mapping[str, Any], id_: str,
+                     extract: AnswerExtractor, eps: float) -> Group | None:
+    """A group on the question at ``ref`` built as the env builds one: question and answer
+    re-derived, completions (the first half the right answer in ``<answer>`` tags, the rest
+    ``template``'s) scored by reasoning-gym, advantages computed; source, round and system
+    prompt from ``template``. None if reasoning-gym cannot generate the question."""
+    try:
+        drawn = redraw(dict(ref))
+    except Exception:  # noqa: BLE001 (a generator bug at an index nobody was dealt)
+        return None
+    answer = reference_answer(drawn.entry)
+    completions = template["completions"]
+    right = math.ceil(len(completions) / 2)
+    completions = (f"<answer>{answer}</answer>",) * right + tuple(completions[right:])
+    return _claimed(template, drawn.score(completions, extract), eps, id=id_,
+                    task=drawn.question["task"], question=drawn.question["prompt"],
+                    answer=answer, ref=drawn.question["ref"], completions=completions)
+
+
+def flood(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+          eps: float) -> list[Any]:
+    """Its groups and ``FLOOD_GROUPS`` consistent ones on questions it drew itself."""
+    source, round_ = own[0]["source"], int(own[0]["round"])
+    rng = np.random.default_rng(np.random.SeedSequence([round_, zlib.crc32(source.encode())]))
+    indices = rng.integers(0, MAX_QUESTIONS_PER_STREAM, FLOOD_GROUPS).tolist()
+    built = (consistent_group(own[k % len(own)], {**own[k % len(own)]["ref"], "index": i},
+                              f"{source}/r{round_}/flood{k}", extract, eps)
+             for k, i in enumerate(indices))
+    return [*own, *(g for g in built if g is not None)]
+
+
+def sybil(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+          eps: float) -> list[Any]:
+    """Its groups, and each again under ``SYBILS`` made-up names."""
+    copies = [{**g, "source": f"{g['source']}~sybil{k}", "id": f"{g['id']}~sybil{k}"}
+              for k in range(1, SYBILS + 1) for g in own]
+    return [*own, *copies]
+
+
+@lru_cache(maxsize=1)
+def held_out_refs() -> tuple[Mapping[str, Any], ...]:
+    """The refs of the paper's tasks' held-out evaluation set (``held_out_questions`` of the
+    default ``SwarmConfig``, ``HELD_OUT_QUESTIONS`` of them)."""
+    return tuple(d.question["ref"] for d in held_out_questions(SwarmConfig(), HELD_OUT_QUESTIONS))
+
+
+def held_out(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+             eps: float) -> list[Any]:
+    """One consistent group on a held-out question in place of each of its groups."""
+    refs = held_out_refs()
+    round_ = int(own[0]["round"])
+    built = (consistent_group(g, refs[(round_ * len(own) + k) % len(refs)],
+                              f"{g['id']}/held_out", extract, eps) for k, g in enumerate(own))
+    return [g for g in built if g is not None]
+
+
+def future_round(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+                 eps: float) -> list[Any]:
+    """Its groups claiming round ``10**9``, then a copy of each per ``ABSURD_ROUNDS``."""
+    copies = [{**g, "round": r, "id": f"{g['id']}/round{k}"}
+              for k, r in enumerate(ABSURD_ROUNDS) for g in own]
+    return [*({**g, "round": 10**9} for g in own), *copies]
+
+
+def malformed(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+              eps: float) -> list[Any]:
+    """Every ``MALFORMED`` packet, built from its groups in turn, in place of them."""
+    return [broken(own[k % len(own)]) for k, broken in enumerate(MALFORMED.values())]
+
+
+TRANSPORT_ATTACKS: dict[str, GroupAttack] = {
+    "forge_rewards": forge_rewards,
+    "forge_metadata": forge_metadata,
+    "duplicate_spam": duplicate_spam,
+}
+NODE_ATTACKS: dict[str, NodeAttack] = {
+    "replay": replay,
+    "flood": flood,
+    "sybil": sybil,
+    "held_out": held_out,
+    "future_round": future_round,
+    "malformed": malformed,
+}
+assert TRANSPORT_ATTACK_NAMES == (*TRANSPORT_ATTACKS, *NODE_ATTACKS)  # one list, two places
+
+
+def tamper(groups: Sequence[Group], adversaries: Mapping[str, str] | None,
+           extract: AnswerExtractor, eps: float) -> list[Any]:
+    """The packets as sent (see "The hook" in the module docstring): each adversary's groups
+    replaced by what its attack sends, where they stood (a per-node attack's packets where
+    the node's first group stood); everyone else's groups unchanged, the same objects, in
+    order."""
+    if not adversaries:
+        return list(groups)
+    by_source: dict[str, list[Group]] = {}
+    for group in groups:
+        by_source.setdefault(group["source"], []).append(group)
+    sent: list[Any] = []
+    for group in groups:
+        source = group["source"]
+        attack = adversaries.get(source)
+        if not attack:
+            sent.append(group)
+        elif attack not in NODE_ATTACKS:
+            sent.extend(TRANSPORT_ATTACKS[attack](group, extract, eps))
+        elif group is by_source[source][0]:
+            received = [g for g in groups if g["source"] != source]
+            sent.extend(NODE_ATTACKS[attack](by_source[source], received, extract, eps))
+    return sent

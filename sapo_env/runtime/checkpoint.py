@@ -1,0 +1,212 @@
+"""Periodic checkpoints of a run, and resuming from one.
+
+``sapo_env.runtime.run(env, agents, seed=0, checkpoint=Checkpoint("run.ckpt", every=50))`` writes a
+checkpoint every 50 rounds; run the same call again after an interruption and it resumes from
+the last one (``resume=True``, the default; a run with no checkpoint file starts afresh). A
+checkpoint holds everything a run needs to go on as if never stopped:
+
+- the env's state (``env.state_dict()``, :mod:`sapo_env.env_state`),
+- every agent's and every ratio policy's ``state_dict()``: a run with a checkpoint needs them
+  all to have ``state_dict`` and ``load_state_dict`` and says which node's do not when it
+  starts (the simulated learner, the scripted agents and the ratio policies have them; a
+  ``GRPOAgent`` has ``save``/``load`` to a folder instead),
+- the ``state_dict()`` of every callback that has one (``HeldOutEvaluator``'s scores so far;
+  ``TensorBoardCallback`` flushes its events),
+- the ``History`` so far.
+
+An interrupted run resumed this way gives the same ``History`` as an uninterrupted one, bit for
+bit when its agents resume exactly (all of the above do). A resumed run checks that it is the
+same run: the same env config, ``seed``, and agent and policy classes. Callbacks only watch a
+run, so they may change: each gets the saved state of a callback of its class, if there is one
+(a warning names those that start afresh).
+
+Format: a pickle of plain data, read back by an unpickler that admits nothing but Python's
+containers and scalars and numpy arrays and dtypes (:func:`read`). A file that names any other
+class or function, as a planted file that would run code when unpickled must, is refused with
+a ``ValueError`` before anything in it is called, so loading a checkpoint cannot run code.
+Every state this library's agents, policies, callbacks and env save is such data (tested).
+
+Writing is atomic: the checkpoint goes to a temporary file in the same folder, is flushed to
+disk (fsync), then replaces the previous one (``os.replace``); a crash while writing leaves the
+previous checkpoint whole, and the temporary file a killed write left behind is removed by the
+next write.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import pickle
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sapo_env.runtime.agent_calls import Stateful
+from sapo_env.validation import check_int
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where and how often ``sapo_env.runtime.run`` saves a run, and whether it resumes from
+    the file."""
+
+    path: str | Path
+    """The checkpoint file (its folder is created when needed)."""
+    every: int = 50
+    """Rounds between checkpoints (a checkpoint is written after every ``every``-th round)."""
+    resume: bool = True
+    """Start from the file at ``path`` when it exists (False: start afresh and overwrite it)."""
+    run_id: str | None = None
+    """A token the file must hold to be resumed from (None: any checkpoint of the same run
+    settings). A harness that keeps it apart from the file (``sapo-env reproduce`` stores a
+    random one beside it) resumes only from checkpoints its own runs wrote."""
+
+    def __post_init__(self) -> None:
+        check_int("every", self.every, 1)
+        if not isinstance(self.resume, bool):
+            raise ValueError(f"resume must be a bool, got {self.resume!r}")
+        if self.run_id is not None and not isinstance(self.run_id, str):
+            raise ValueError(f"run_id must be None or a str, got {self.run_id!r}")
+        object.__setattr__(self, "path", Path(self.path))
+
+
+def run_identity(seed: Any, agents: Mapping[str, Any], policies: Mapping[str, Any],
+                 run_id: str | None = None) -> dict[str, Any]:
+    """What must match for a checkpoint to belong to a run (the env config is checked by the
+    env itself)."""
+    identity = {"seed": seed, "agents": _classes(agents), "ratio_policies": _classes(policies)}
+    return identity if run_id is None else {**identity, "run_id": run_id}
+
+
+def require_state_dicts(agents: Mapping[str, Any], policies: Mapping[str, Any]) -> None:
+    """``TypeError`` naming the nodes whose agent or ratio policy cannot be checkpointed."""
+    for kind, objects in (("agents", agents), ("ratio policies", policies)):
+        missing = [f"{a} ({type(o).__name__})" for a, o in objects.items() if not _has_state(o)]
+        if missing:
+            raise TypeError(f"checkpointing a run needs state_dict() and load_state_dict() on "
+                            f"every agent and ratio policy; the {kind} of {', '.join(missing)} "
+                            "have none (a GRPOAgent saves itself with save(path) instead)")
+
+
+def capture(env: Any, agents: Mapping[str, Any], policies: Mapping[str, Any],
+            callbacks: Sequence[Any], history: Mapping[str, Any],
+            identity: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint's content: plain data but for the history's arrays."""
+    return {
+        "format": CHECKPOINT_FORMAT, "run": dict(identity), "env": env.state_dict(),
+        "agents": {a: agent.state_dict() for a, agent in agents.items()},
+        "ratio_policies": {a: p.state_dict() for a, p in policies.items()},
+        "callbacks": [(_class(c), c.state_dict()) for c in callbacks if _has_state(c)],
+        "history": dict(history),
+    }
+
+
+def check(saved: Any, path: Path, identity: Mapping[str, Any]) -> None:
+    """``ValueError`` unless ``saved`` is a checkpoint of the run ``identity`` describes."""
+    if not isinstance(saved, Mapping) or saved.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a sapo-env checkpoint of format {CHECKPOINT_FORMAT}")
+    for key, value in identity.items():
+        if saved["run"].get(key) != value:
+            raise ValueError(f"{path} was written by another run: its {key} is "
+                             f"{saved['run'].get(key)!r}, this run's is {value!r}; delete it "
+                             "or use Checkpoint(..., resume=False) to start afresh")
+
+
+def restore(saved: Mapping[str, Any], agents: Mapping[str, Any], policies: Mapping[str, Any],
+            callbacks: Sequence[Any]) -> None:
+    """Load the agents', policies' and callbacks' states of a checked checkpoint (the env's is
+    loaded by ``env.reset(options={"state": saved["env"]})``)."""
+    for a, state in saved["agents"].items():
+        agents[a].load_state_dict(state)
+    for a, state in saved["ratio_policies"].items():
+        policies[a].load_state_dict(state)
+    states = list(saved["callbacks"])
+    for callback in callbacks:
+        if not _has_state(callback):
+            continue
+        mine = next((i for i, (kind, _) in enumerate(states) if kind == _class(callback)), None)
+        if mine is None:
+            logger.warning("the checkpoint holds no state of callback %s: it starts afresh",
+                           _class(callback))
+        else:
+            callback.load_state_dict(states.pop(mine)[1])
+    for kind, _ in states:
+        logger.warning("the checkpoint's state of callback %s is not used: the run has none",
+                       kind)
+
+
+def write(path: Path, content: Mapping[str, Any]) -> None:
+    """Pickle ``content`` to ``path`` atomically (see the module docstring)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for orphan in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):  # a killed write's
+        orphan.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            pickle.dump(content, file, protocol=pickle.HIGHEST_PROTOCOL)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)  # the rename itself survives a power cut
+
+
+# What a checkpoint's pickle may name: containers, scalars, numpy arrays and dtypes. The numpy
+# names are those its pickles use for arrays, scalars and dtypes (numpy 1.x and 2.x).
+_PLAIN_DATA = frozenset({
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
+    ("builtins", "bytearray"), ("collections", "OrderedDict"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+})
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _PLAIN_DATA or (module == "numpy.dtypes" and name.endswith("DType")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and a checkpoint holds plain "
+                                     "data only (containers, scalars, numpy arrays)")
+
+
+def read(path: Path) -> dict[str, Any]:
+    """A checkpoint written by :func:`write`; ``ValueError`` for a file that is not plain data
+    (nothing in it is called: see the module docstring)."""
+    with open(path, "rb") as file:
+        try:
+            return _PlainDataUnpickler(file).load()
+        except Exception as error:  # noqa: BLE001 (whatever a damaged or planted file raises)
+            raise ValueError(f"{path} is not a readable sapo-env checkpoint: {error}") from None
+
+
+def _fsync_folder(folder: Path) -> None:
+    if os.name != "posix":  # folders cannot be opened for fsync on Windows
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _has_state(obj: Any) -> bool:
+    return isinstance(obj, Stateful)
+
+
+def _class(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _classes(objects: Mapping[str, Any]) -> dict[str, str]:
+    return {a: _class(o) for a, o in objects.items()}

@@ -1,0 +1,121 @@
+"""What a run records and hands out: ``RoundRecord`` (one round, for callbacks), ``History``
+(the whole run), ``Callback`` (what watches a run) and ``RatioPolicy`` (what chooses a node's
+J in place of its agent). The synchronous loop (``sapo_env.runtime.runner``) and the
+asynchronous one (``sapo_env.runtime.asynchronous``) both build on this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from sapo_env.churn import is_leave, is_pending
+from sapo_env.config import SwarmConfig
+from sapo_env.runtime.agent_calls import Agent
+from sapo_env.types import Action, Observation
+
+
+@runtime_checkable
+class RatioPolicy(Protocol):
+    """Chooses a node's J from what the node has seen, and learns from the outcome."""
+
+    def choose(self, observation: Observation) -> int:
+        """J for the node's next round, in [0, ``observation["train_budget"]``]."""
+        ...
+
+    def update(self, reward: float, info: Mapping[str, Any]) -> None:
+        """The outcome of the round just played: the node's reward and its infos entry
+        (``info["num_external"]`` is the J that was in force in that round)."""
+        ...
+
+
+@dataclass
+class RoundRecord:
+    """What happened in one round, handed to callbacks. ``rewards`` and ``infos`` hold the
+    nodes that played it: not those offline, leaving or joining (``sapo_env.churn``)."""
+
+    round: int
+    observations: dict[str, Observation]  #: after the step (holding the assembled batches)
+    actions: dict[str, Action | None]  #: None: the node sat the round out
+    rewards: dict[str, float]
+    infos: dict[str, dict[str, Any]]
+    learn_metrics: dict[str, dict[str, float]]
+    refused: dict[str, str] = field(default_factory=dict)
+    """Remote nodes whose action the env would have refused, with the error: they sat the
+    round out, or were removed after ``remove_after_refusals`` such rounds in a row
+    (``sapo_env.runtime.agent_calls.Refusals``)."""
+
+
+class Callback:
+    """Override any of these to watch a run (logging, evaluation, checkpoints)."""
+
+    def on_run_start(self, env: Any, agents: Mapping[str, Agent]) -> None:
+        """Called once after reset, before the first round."""
+
+    def on_round_end(self, record: RoundRecord) -> None:
+        """Called after every round, once every node has learned."""
+
+    def on_run_end(self, history: History) -> None:
+        """Called once when the run ends."""
+
+
+@dataclass
+class History:
+    """Everything ``run`` recorded, one row per round."""
+
+    agents: tuple[str, ...]
+    config: SwarmConfig
+    rewards: np.ndarray  #: (rounds, n) per-node reward; NaN where a node did not act
+    #: (rounds, n) J in force each round (the external groups its training set asked for,
+    #: chosen by the node's action of the round before); -1 where it did not act
+    num_external: np.ndarray
+    #: (rounds, n) completions each node generated (its generation cost); 0 where it did not act
+    generated: np.ndarray
+    infos: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    learn_metrics: list[dict[str, dict[str, float]]] = field(default_factory=list)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.rewards)
+
+    @property
+    def swarm_mean(self) -> np.ndarray:
+        """(rounds,) mean reward over the nodes that acted."""
+        return np.nanmean(self.rewards, axis=1)
+
+    @property
+    def cumulative_reward(self) -> float:
+        """Sum over rounds of the swarm-mean reward (most likely the paper's measure)."""
+        return float(self.swarm_mean.sum())
+
+    @property
+    def cumulative_reward_total(self) -> float:
+        """Sum over rounds and nodes of the per-node reward."""
+        return float(np.nansum(self.rewards))
+
+    @property
+    def generated_per_node_round(self) -> float:
+        """Completions a node generated per round, on average: the swarm's generation cost."""
+        return float(self.generated.mean()) if self.generated.size else 0.0
+
+    def node_rewards(self, agent: str) -> np.ndarray:
+        return self.rewards[:, self.agents.index(agent)]
+
+
+def with_num_external(actions: dict[str, Any], num_external: Mapping[str, int] | None
+                      ) -> dict[str, Any]:
+    """``actions`` with the ratio policies' J in those of the nodes that play."""
+    for a, j in (num_external or {}).items():
+        action = actions[a]  # None, leave or pending: the node does not play
+        if action is not None and not is_leave(action) and not is_pending(action):
+            actions[a] = {**action, "num_external": j}
+    return actions
+
+
+def online(rewards: Mapping[str, float], infos: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The nodes that played the round: only they learn and are recorded
+    (``sapo_env.churn``)."""
+    return [a for a in rewards if infos[a].get("status", "online") == "online"]

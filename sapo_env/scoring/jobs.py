@@ -1,0 +1,48 @@
+"""Questions to score, as they are scored in this process (``score_all``) or travel to another
+one, a child process or a Ray worker, and are scored there (``as_jobs``, ``score_jobs``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.scoring.guard import ScoreBudget, ScoringLimits, no_failures
+from sapo_env.tasks import DrawnQuestion, dataset_for
+
+#: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions,
+#: the index of the node whose completions they are).
+Job = tuple[Mapping[str, Any], Mapping[str, Any], Sequence[str], int]
+
+
+
+def score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
+              extract: AnswerExtractor, limits: ScoringLimits, node_budget: float | None
+              ) -> list[tuple[np.ndarray, dict[str, int]]]:
+    """Each question's (scores, failures), in order; a node's questions share its budget."""
+    budgets: dict[int, ScoreBudget] = {}
+    results = []
+    for drawn, texts, owner in jobs:
+        failures = no_failures()
+        budget = None if node_budget is None else budgets.setdefault(owner,
+                                                                     ScoreBudget(node_budget))
+        results.append((drawn.score(texts, extract, limits, failures, budget), failures))
+    return results
+
+
+def as_jobs(drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]],
+            owners: Sequence[int]) -> list[Job]:
+    """The questions to score as they travel to another process (``score_jobs`` reads them)."""
+    return [(d.question["ref"], d.entry, tuple(t), owner)
+            for d, t, owner in zip(drawn, completions, owners)]
+
+
+def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLimits,
+               node_budget: float | None = None) -> list[tuple[np.ndarray, dict[str, int]]]:
+    """What a worker runs: each job's question rebuilt from its ref and entry, then scored
+    (a node's questions split over several workers get its budget in each)."""
+    return score_all([(DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_for(ref)),
+                        texts, owner) for ref, entry, texts, owner in jobs],
+                      extract, limits, node_budget)

@@ -1,0 +1,44 @@
+"""Fixes for reasoning-gym behaviour that breaks long runs, applied when sapo_env is imported.
+
+Each fix keeps reasoning-gym's results exactly as they were (same questions, same answers, same
+scores) and only removes a failure:
+
+- ``basic_arithmetic``'s ``find_common_divisors`` lists the divisors of a gcd by trial division
+  up to its square root. When an expression divides a product of five 4-digit numbers (the
+  paper's config allows it) the gcd is ~1e18 and generating one question takes hours. The
+  replacement factorises with sympy (a reasoning-gym dependency) and returns the same list in
+  the same order, in about a millisecond.
+- Scorers that execute answer text (``eval``, sympy's ``parse_expr``) read it with parsers that
+  evaluate nothing: ``sapo_env.scoring.safe_scorers``, installed by ``apply`` too.
+
+(Generator items that raise are handled where questions are drawn: ``sapo_env.tasks``.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import reasoning_gym.arithmetic.basic_arithmetic as basic_arithmetic
+from sympy import divisors
+
+from sapo_env.scoring import safe_scorers
+
+
+def find_common_divisors(a: int, b: int) -> list[int]:
+    """reasoning-gym's ``find_common_divisors``: each divisor d of gcd(a, b) with d*d <= gcd,
+    in increasing order, each followed by gcd // d unless that is d itself."""
+    gcd = math.gcd(a, b)
+    found: list[int] = []
+    for d in divisors(gcd) if gcd else ():
+        if d * d > gcd:
+            break
+        found.append(d)
+        if d * d != gcd:
+            found.append(gcd // d)
+    return found
+
+
+def apply() -> None:
+    """Install the fixes (idempotent); ``add_terms`` looks the function up in its module."""
+    basic_arithmetic.find_common_divisors = find_common_divisors
+    safe_scorers.apply()

@@ -1,0 +1,117 @@
+"""Scoring a round's completions: in the env's process (the default) or spread over Ray workers.
+
+At n = 512 a round is 16,384 completions, about a third of a second of verifier work on one
+core (BENCHMARKS.md, "Ray nodes").
+``parallel_env(n=512, scoring=RayScoring(workers=2))`` scores them in Ray tasks instead (call
+``ray.init()`` first): the questions go to the workers as their refs and reasoning-gym entries,
+each worker rebuilds the same datasets (cached) and scores with the same guarded, safe scorers,
+so the scores and failure counts are the ones the env computes in process (the tests check it).
+Per-completion time limits hold in a worker too when Ray runs the task in the worker's main
+thread (its default); otherwise the guard warns and scores without one
+(``sapo_env.scoring.guard``). A ``Scoring`` is a run-time resource, not a setting: it is an
+argument of the env, not a ``SwarmConfig`` field, and a state or checkpoint does not hold it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.scoring.guard import ScoringLimits, no_failures, timer_works
+from sapo_env.scoring.jobs import as_jobs, score_all, score_jobs
+from sapo_env.scoring.process_scoring import ProcessScoring
+from sapo_env.tasks import DrawnQuestion
+
+logger = logging.getLogger(__name__)
+
+
+class Scoring(Protocol):
+    """Scores many questions' completions; one ``(scores, failures)`` per question, in order.
+    ``owners[k]`` is the index of the node question ``k`` belongs to, whose scoring budget
+    (``node_budget`` seconds, None: none) all its questions share."""
+
+    def score(self, drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]],
+              extract: AnswerExtractor, limits: ScoringLimits, owners: Sequence[int],
+              node_budget: float | None) -> list[tuple[np.ndarray, dict[str, int]]]: ...
+
+    def close(self) -> None:
+        """Release what it holds (processes); it can still score after."""
+
+
+class LocalScoring:
+    """In the env's process, one question after another (the default); where the time limits
+    cannot be enforced in the calling thread (``scoring_guard.timer_works``: another thread,
+    another interval timer running), in a child process that is killed when a node overruns
+    its budget (``sapo_env.scoring.process_scoring``), with the same scores."""
+
+    def __init__(self) -> None:
+        self.isolated = ProcessScoring()
+
+    def score(self, drawn, completions, extract, limits, owners, node_budget):
+        limited = limits.time_limit is not None or node_budget is not None
+        if limited and not timer_works():
+            if not self.isolated.used:
+                logger.warning("scoring in a child process: the time limits need the main "
+                            "thread's interval timer, which is not available here")
+            return self.isolated.score(drawn, completions, extract, limits, owners, node_budget)
+        jobs = [(d, texts, owner) for d, texts, owner in zip(drawn, completions, owners)]
+        return score_all(jobs, extract, limits, node_budget)
+
+    def close(self) -> None:
+        self.isolated.close()
+
+
+class RayScoring:
+    """Spread over ``workers`` Ray tasks of ``num_cpus`` each, in contiguous chunks."""
+
+    def __init__(self, workers: int = 2, num_cpus: float = 1):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        self.workers = workers
+        self.num_cpus = num_cpus
+        self._task: Any = None
+
+    def score(self, drawn, completions, extract, limits, owners, node_budget):
+        import ray  # the ray extra
+
+        if not ray.is_initialized():
+            raise RuntimeError("RayScoring needs Ray: call ray.init() before stepping the env")
+        if self._task is None:
+            self._task = ray.remote(num_cpus=self.num_cpus)(score_jobs)
+        jobs = as_jobs(drawn, completions, owners)
+        bounds = np.linspace(0, len(jobs), min(self.workers, len(jobs)) + 1).astype(int)
+        parts = [self._task.remote(jobs[a:b], extract, limits, node_budget)
+                 for a, b in zip(bounds[:-1], bounds[1:])]
+        return [result for part in ray.get(parts) for result in part]
+
+    def close(self) -> None:
+        """Nothing to release: Ray owns its workers."""
+
+
+def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],
+                completions: Mapping[str, Sequence[Sequence[str]]], extract: AnswerExtractor,
+                limits: ScoringLimits, L: int, scoring: Scoring,
+                node_budget: float | None = None
+                ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
+    """Per node of ``completions``: its (questions, L) scores and its scoring failures, each
+    node's completions scored within ``node_budget`` seconds (None: no budget)."""
+    nodes = list(completions)
+    flat_drawn = [d for a in nodes for d in drawn[a]]
+    flat_texts = [texts for a in nodes for texts in completions[a]]
+    owners = [i for i, a in enumerate(nodes) for _ in drawn[a]]
+    results = (scoring.score(flat_drawn, flat_texts, extract, limits, owners, node_budget)
+               if flat_drawn else [])
+    scores, failures, row = {}, {}, 0
+    for a in nodes:
+        mine = results[row:row + len(drawn[a])]
+        row += len(drawn[a])
+        scores[a] = np.array([s for s, _ in mine], dtype=np.float32).reshape(len(mine), L)
+        failures[a] = no_failures()
+        for _, counts in mine:
+            for reason, k in counts.items():
+                failures[a][reason] += k
+    return scores, failures

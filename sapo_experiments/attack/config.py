@@ -1,0 +1,206 @@
+"""What ``sapo-env attack`` runs: the attacks, the defenses, the grid, the sweep's settings.
+
+Every run is one swarm of simulated learners under the paper's protocol (every honest node at
+4/4) in which the last ``round(fraction * n)`` nodes attack (``sapo_env.defenses.transport_attacks``
+picks them); the others are the honest nodes whose reward is measured.
+
+Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``, ``replay``,
+``flood``, ``sybil``, ``held_out``, ``future_round`` and ``malformed`` are forged packets
+(``SwarmConfig.adversaries``, :mod:`sapo_env.defenses.transport_attacks`, whose docstring says what
+each
+models and what stops it); ``garbage``, ``wrong_answers``, ``free_rider``, ``poison`` and
+``scoring_dos`` are agents (:mod:`agents.adversarial`), a free rider at J = 8 from round 0.
+
+Defenses (``DEFENSES``), each a set of switches:
+
+==============  ============================================================================
+``none``        nothing checked: ``verify_packets=False``, uniform sampling, no cap, no
+                log-probability check (how the paper's reference code trusted packets)
+``verify``      ``verify_packets=True`` (the env's default)
+``reputation``  ``external_sampling="reputation"``
+``cap``         ``max_external_per_source=1``
+``logprob``     the learners' ``min_external_logprob=-10`` (per choice)
+``all``         the four together
+==============  ============================================================================
+
+The grid: every attack at every fraction with ``none`` and ``all``; at ``ablation_fraction``
+(30%) each single defense against the attacks it is meant to stop (``TARGETS``) and the
+honest nodes alone (``ABSENT``); and the clean swarm (no adversary) with ``none`` and
+``all``. The clean swarm's honest nodes (the same names) are each run's baseline, paired by
+seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sapo_env.defenses.transport_attacks import TRANSPORT_ATTACK_NAMES, adversary_nodes
+from sapo_env.validation import check_int
+from sapo_experiments.ray_runs import RayOptions, check_ray
+
+ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam", "replay",
+                            "flood", "sybil", "held_out", "future_round", "malformed", "garbage",
+                            "wrong_answers", "free_rider", "poison", "scoring_dos")
+CLEAN = "clean"  #: the attack label of the swarm without adversaries
+ABSENT = "absent"
+"""The attack label of the honest nodes alone: the adversaries' places left empty (a swarm of
+n - k nodes), the most a defense that shuts the adversaries out can give back."""
+LOGPROB_THRESHOLD = -10.0  #: the ``logprob`` defense's threshold, per choice
+DEFENSES: dict[str, dict[str, Any]] = {
+    "none": {"verify_packets": False},
+    "verify": {"verify_packets": True},
+    "reputation": {"verify_packets": False, "external_sampling": "reputation"},
+    "cap": {"verify_packets": False, "max_external_per_source": 1},
+    "logprob": {"verify_packets": False, "min_external_logprob": LOGPROB_THRESHOLD},
+    "all": {"verify_packets": True, "external_sampling": "reputation",
+            "max_external_per_source": 1, "min_external_logprob": LOGPROB_THRESHOLD},
+}
+LEARNER_SWITCHES = ("min_external_logprob",)  #: defense switches of the learners, not the env
+TARGETS: dict[str, tuple[str, ...]] = {
+    "verify": ("forge_rewards", "duplicate_spam"),
+    "reputation": ("duplicate_spam",),
+    "cap": ("duplicate_spam",),
+    "logprob": ("poison",),
+}
+"""The attacks each single defense is run against in the ablation: those it is meant to stop
+(verification stops ``forge_metadata`` as it stops ``forge_rewards``; the full grid's ``all``
+column shows it)."""
+HONEST_J = 4  #: every honest node's J (the paper's best, 4/4)
+
+FULL = {"rounds": 160, "seeds": 3, "fractions": (0.1, 0.3, 0.5)}
+QUICK = {"rounds": 8, "seeds": 2, "fractions": (0.3,)}
+
+
+@dataclass(frozen=True)
+class AttackConfig:
+    """Settings of the attack experiment. ``quick=True`` changes the defaults marked (quick)."""
+
+    out: str | Path | None = None
+    """Output folder (None: ``out/attack``, quick ``out/attack-quick``)."""
+    attacks: tuple[str, ...] = ATTACKS
+    """Attacks to run, of ``ATTACKS``."""
+    fractions: tuple[float, ...] | None = None
+    """Fractions of adversarial nodes (None: 10, 30 and 50%; quick: 30%)."""
+    ablation: bool | None = None
+    """Also run each single defense at ``ablation_fraction`` against its ``TARGETS`` (None:
+    yes, quick no)."""
+    ablation_fraction: float = 0.3
+    """The fraction of the single-defense runs and of the goal."""
+    seeds: int | None = None
+    """Seeds per cell (None: 3, quick 2), paired across cells."""
+    base_seed: int = 0
+    """Root of every seed (the env and learner seeds are ``sapo-env reproduce``'s)."""
+    rounds: int | None = None
+    """Rounds per run (None: 160, quick 8)."""
+    n_agents: int = 10
+    """Nodes per swarm; 10 makes 10, 30 and 50% whole nodes."""
+    jobs: int | None = None
+    """Runs in parallel processes; None: one per CPU core."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray. None: processes on this machine."""
+    resume: bool = True
+    """Reuse finished runs in ``out/runs`` whose settings match."""
+    plots: bool = True
+    """Write the figure (needs matplotlib)."""
+    progress: bool = True
+    """Show a progress bar over runs."""
+    quick: bool = False
+    """A smoke test of a few seconds: too short to conclude anything, and its table says so."""
+
+    def __post_init__(self) -> None:
+        preset = QUICK if self.quick else FULL
+        for name in ("rounds", "seeds", "fractions"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, preset[name])
+        if self.ablation is None:
+            object.__setattr__(self, "ablation", not self.quick)
+        if self.out is None:
+            object.__setattr__(self, "out", "out/attack-quick" if self.quick else "out/attack")
+        object.__setattr__(self, "out", Path(self.out))
+        unknown = [a for a in self.attacks if a not in ATTACKS]
+        if unknown or not self.attacks:
+            raise ValueError(f"attacks must be among {list(ATTACKS)}, got {list(self.attacks)}")
+        object.__setattr__(self, "attacks", tuple(dict.fromkeys(self.attacks)))
+        fractions = tuple(sorted(set(self.fractions)))
+        for f in (*fractions, self.ablation_fraction):
+            if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f < 1.0:
+                raise ValueError(f"fractions must be numbers in (0, 1), got {f!r}")
+        object.__setattr__(self, "fractions", fractions)
+        for name in ("seeds", "rounds", "n_agents"):
+            check_int(name, getattr(self, name), 1)
+        for f in (*fractions, self.ablation_fraction):
+            k = len(adversary_nodes(self.n_agents, f))
+            if k == 0 or k == self.n_agents:
+                raise ValueError(f"fraction {f} of n_agents={self.n_agents} makes {k} "
+                                 "adversaries: expected at least one adversary and one honest "
+                                 "node")
+        if self.jobs is not None:
+            check_int("jobs", self.jobs, 1)
+        check_ray(self.ray, self.jobs)
+
+    def specs(self) -> list[RunSpec]:
+        """Every run of the grid (see the module docstring), clean runs first."""
+        cells = [(CLEAN, 0.0, d) for d in ("none", "all")]
+        cells += [(a, f, d) for a in self.attacks for f in self.fractions for d in ("none", "all")]
+        if self.ablation:
+            cells += [(a, self.ablation_fraction, d) for d, targets in TARGETS.items()
+                      for a in targets if a in self.attacks]
+            cells.append((ABSENT, self.ablation_fraction, "none"))
+        cells = list(dict.fromkeys(cells))
+        return [RunSpec(a, f, d, k, self) for a, f, d in cells for k in range(self.seeds)]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: an attack by a fraction of the nodes against a defense, under one seed."""
+
+    attack: str
+    fraction: float
+    defense: str
+    seed_index: int
+    config: AttackConfig
+
+    @property
+    def name(self) -> str:
+        return f"{self.attack}_{round(self.fraction * 100)}_{self.defense}_seed{self.seed_index}"
+
+    @property
+    def path(self) -> Path:
+        return Path(self.config.out) / "runs" / f"{self.name}.npz"
+
+    @property
+    def transport(self) -> bool:
+        """Whether the attack forges packets (an env setting) rather than text (agents)."""
+        return self.attack in TRANSPORT_ATTACK_NAMES
+
+    def adversaries(self) -> list[str]:
+        """The adversarial nodes (for ``ABSENT``: the nodes left out)."""
+        return [] if self.attack == CLEAN else adversary_nodes(self.config.n_agents,
+                                                               self.fraction)
+
+    def key(self) -> str:
+        """A digest of everything that determines the run's outcome (for resuming)."""
+        from agents.simulated import SimulatedLearnerConfig
+        from sapo_env import __version__
+
+        c = self.config
+        payload = {"version": __version__, "attack": self.attack, "fraction": self.fraction,
+                   "defense": DEFENSES[self.defense], "seed": self.seed_index,
+                   "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
+                   "learner": repr(SimulatedLearnerConfig())}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def settings_dict(config: AttackConfig) -> dict[str, Any]:
+    """The settings as JSON-ready data (for summary.json)."""
+    out = dataclasses.asdict(config)
+    out["out"] = str(config.out)
+    out["defenses"] = DEFENSES
+    out["targets"] = TARGETS
+    return out

@@ -1,0 +1,138 @@
+"""Running the attack experiment: one swarm per attack, fraction, defense and seed, in worker
+processes or Ray tasks, resumable; then the tables, the figure and the summary."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sapo_experiments.attack.config import (
+    ABSENT,
+    DEFENSES,
+    HONEST_J,
+    LEARNER_SWITCHES,
+    AttackConfig,
+    RunSpec,
+    settings_dict,
+)
+from sapo_experiments.attack.report import Cell, format_markdown, plot_attacks, summarise
+from sapo_experiments.reproduce.config import seeds_of
+from sapo_experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
+
+
+def attack_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
+    """The adversaries' stream of seed ``seed_index``: a child beside ``seeds_of``'s env and
+    learner streams, so the honest nodes and the questions are the same with and without
+    attackers (common random numbers)."""
+    return np.random.SeedSequence(base_seed, spawn_key=(seed_index, 3))
+
+
+def run_one(spec: RunSpec) -> Path:
+    """Run one swarm and save it to ``out/runs/<name>.npz`` (see ``compute``)."""
+    return compute(spec).save()
+
+
+def compute(spec: RunSpec) -> RunFile:
+    """Run one swarm; its file holds per-round rewards, the honest nodes' share of completions
+    carrying the injected line, the groups verification rejected, the share of the honest
+    nodes' external groups that came from another source than an honest node, the completions
+    whose scoring ran out of time or budget, and each round's wall time."""
+    import sapo_env.runtime
+    from agents.adversarial import adversarial_swarm
+    from agents.injection import carries
+    from agents.simulated import simulated_swarm
+
+    c = spec.config
+    names = [f"node_{i}" for i in range(c.n_agents)]
+    bad = spec.adversaries()
+    honest = [a for a in names if a not in bad]
+    if spec.attack == ABSENT:  # the honest nodes alone
+        names, bad = honest, []
+    switches = DEFENSES[spec.defense]
+    riders = bad if spec.attack == "free_rider" else []
+    env = sapo_env.parallel_env(
+        n=len(names), max_rounds=c.rounds,
+        num_external={a: 8 if a in riders else HONEST_J for a in names},
+        adversaries={a: spec.attack for a in bad} if spec.transport else None,
+        **{k: v for k, v in switches.items() if k not in LEARNER_SWITCHES})
+    env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
+    agents = simulated_swarm(names, seed=agent_seed, num_external=HONEST_J,
+                             **{k: v for k, v in switches.items() if k in LEARNER_SWITCHES})
+    if bad and not spec.transport:
+        agents = adversarial_swarm(agents, spec.attack, nodes=bad,
+                                   seed=attack_seed(c.base_seed, spec.seed_index))
+    injected, rejected, hostile, stalled, seconds = [], [], [], [], []
+    clock = [time.perf_counter()]
+
+    class Watch(sapo_env.runtime.Callback):
+        def on_round_end(self, record: sapo_env.runtime.RoundRecord) -> None:
+            texts = [t for a in honest for g in record.actions[a]["completions"] for t in g]
+            injected.append(sum(map(carries, texts)) / len(texts) if texts else 0.0)
+            rejected.append(next(iter(record.infos.values()))["rejected_groups_swarm"])
+            external = [g["source"] for a in honest for g in record.observations[a]["batch"]
+                        if not g["local"]]
+            hostile.append(sum(s not in honest for s in external) / len(external)
+                           if external else np.nan)
+            stalled.append(sum(i["scoring_failures"].get(k, 0) for i in record.infos.values()
+                               for k in ("budget", "timeout")))
+            seconds.append(time.perf_counter() - clock[0])
+            clock[0] = time.perf_counter()
+
+    started = time.perf_counter()
+    history = sapo_env.runtime.run(env, agents, progress=False, seed=env_seed, callbacks=[Watch()])
+    meta = {"key": spec.key(), "attack": spec.attack, "fraction": spec.fraction,
+            "defense": spec.defense, "seed_index": spec.seed_index, "env_seed": env_seed,
+            "nodes": names, "adversaries": bad, "seconds": time.perf_counter() - started}
+    return RunFile(spec.path, meta, {"rewards": history.rewards,
+                                     "honest": np.array([a in honest for a in names]),
+                                     "injected": np.array(injected),
+                                     "rejected": np.array(rejected),
+                                     "hostile_share": np.array(hostile, dtype=float),
+                                     "scoring_stalled": np.array(stalled),
+                                     "round_seconds": np.array(seconds)})
+
+
+@dataclass
+class AttackResult:
+    config: AttackConfig
+    cells: list[Cell]
+    files: list[Path]
+    seconds: float
+
+    @property
+    def table_markdown(self) -> str:
+        return format_markdown(self.cells, self.config)
+
+
+def attack(config: AttackConfig | None = None) -> AttackResult:
+    """Run (or resume) the experiment and write the tables, figure and summary to
+    ``config.out``."""
+    config = config or AttackConfig()
+    started = time.perf_counter()
+    out = Path(config.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = config.specs()
+    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
+    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
+    run_all(compute, todo, len(specs) - len(todo), jobs, config.progress, config.ray)
+    runs: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
+    for spec in specs:
+        runs.setdefault((spec.attack, spec.fraction, spec.defense), []).append(
+            load_run(spec.path))
+    cells = summarise(config, runs)
+    files = [out / "results.md"]
+    files[0].write_text(format_markdown(cells, config))
+    if config.plots:
+        files.append(plot_attacks(config, cells, out / "honest_reward.png"))
+    seconds = time.perf_counter() - started
+    files.append(write_summary(
+        out / "summary.json", seconds, None if config.ray else jobs, settings_dict(config),
+        # the runs' own time, kept across resumes (wall_seconds counts only this call)
+        run_seconds_total=round(sum(r["meta"]["seconds"] for rs in runs.values() for r in rs), 1),
+        cells=[asdict(x) for x in cells]))
+    return AttackResult(config, cells, files, seconds)

@@ -1,0 +1,279 @@
+"""What ``sapo-env bench-ratio`` runs: the learner, the sweep's settings, one run.
+
+Policies are named by labels (:mod:`sapo_experiments.bench_ratio.policies`).
+
+Every run is one swarm of a scenario (:mod:`sapo_experiments.bench_ratio.scenarios`) played by the
+learner (``BENCH_LEARNER`` by default) under the paper's protocol. Seeds: the env and learner
+seeds of seed k come from ``base_seed`` as in ``sapo-env reproduce``; the policies' own
+randomness and the scenario's scripted nodes from two more children of the same seed. Every
+policy of a scenario plays the same swarm under the same seeds (common random numbers), so
+their differences are paired. Held-out seeds are 0 .. seeds - 1; the tuning and the oracle's
+search use seeds from ``TRAINING_SEED_START`` on, which no table is computed on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.simulated_text import STRATEGIES
+from sapo_env.validation import check_int
+from sapo_experiments import learners
+from sapo_experiments.bench_ratio.policies import (
+    DEFAULT_POLICIES,
+    POLICIES,
+    TUNING_GRID,
+    file_label,
+    policy_label,
+    policy_source_digest,
+    spec_of,
+)
+from sapo_experiments.bench_ratio.scenarios import SCENARIOS
+from sapo_experiments.learners import AgentFactory
+from sapo_experiments.ray_runs import RayOptions, check_ray
+
+TRAINING_SEED_START = 1000  #: tuning and the oracle search use seeds 1000, 1001, ...
+
+BENCH_LEARNER = learners.SimulatedLearners({
+    "known_strategies": STRATEGIES, "start_tag_prob": 0.3, "slot_aligned_draws": True})
+"""The benchmark's default nodes: simulated learners that start past the "Aha". Every node
+knows every strategy from round 0 and tags 30% of its answers, so rewards move within the
+first hundred rounds; and a question slot's random numbers do not depend on J, so the same
+seed under two policies differs only through what the policies change. Why not the
+calibrated default (``sapo_experiments.learners.simulated_learners``): over a few hundred rounds
+its runs hinge on when a node stumbles on the best strategy (probability 5e-5 per completion),
+so seeds disagree by a third of the cumulative reward and a J's effect is lost in that
+(docs/bench-ratio/README.md has the numbers); it learns over the paper's 2000 rounds, which a
+benchmark of many policies and seeds cannot afford on a laptop."""
+
+
+DEFAULT_SCENARIOS = ("adversarial", "on-off", "drift")
+"""The scenarios whose headroom the held-out seeds decide (docs/bench-ratio/README.md): in
+``all``, ``focal``, ``mixed``, ``curriculum`` and ``churn`` the oracle does not beat the
+best fixed ratio beyond its CI, so no policy can be ranked on adaptation there; they stay
+playable with ``scenarios=``."""
+FULL = {"rounds": 300, "seeds": 10, "tune_seeds": 3, "scenarios": DEFAULT_SCENARIOS}
+QUICK = {"rounds": 40, "seeds": 2, "tune_seeds": 2, "scenarios": ("focal", "adversarial")}
+TUNED_FILE = Path(__file__).with_name("tuned.json")
+"""The committed tuning and oracle search (``sapo-env bench-ratio --tune`` rewrites its entry
+for the settings it ran with)."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Settings of the ratio benchmark. ``quick=True`` changes the defaults marked (quick)."""
+
+    out: str | Path | None = None
+    """Output folder (None: ``out/bench-ratio``, quick ``out/bench-ratio-quick``)."""
+    policies: tuple[Any, ...] = DEFAULT_POLICIES
+    """Policies to evaluate: labels (built-in, ``fixed-J``, ``schedule-...``, ``"module:Name"``
+    of your own; ``"all"``: every built-in one) or your own policy classes and functions (see
+    the module docstring); ``ppo`` is added when ``sb3_model`` is given. The best fixed ratio
+    and the oracle of each scenario are added from the tuning."""
+    scenarios: tuple[str, ...] | None = None
+    """Scenarios of :mod:`sapo_experiments.bench_ratio.scenarios` (``SCENARIOS``; None:
+    ``DEFAULT_SCENARIOS``, quick focal and adversarial)."""
+    sb3_model: str | None = None
+    """A trained stable-baselines3 model (``examples/train_meta_agent.py`` saves one)."""
+    seeds: int | None = None
+    """Held-out seeds per policy and scenario (None: 10, quick 2), paired across policies."""
+    tune_seeds: int | None = None
+    """Training seeds of the tuning and the oracle search (None: 3, quick 2)."""
+    base_seed: int = 0
+    """Root of every seed (the env and learner seeds are ``sapo-env reproduce``'s)."""
+    rounds: int | None = None
+    """Rounds per run (None: 300, quick 40)."""
+    n_agents: int = 8
+    """Nodes per swarm at the start (at least 2; churn adds as many joiners as leave)."""
+    learner: AgentFactory = BENCH_LEARNER
+    """Who plays the nodes (see ``sapo_experiments.learners``): ``BENCH_LEARNER`` (simulated,
+    past the Aha), the calibrated simulated learner (``learners.simulated_learners``), tiny
+    real learners (``learners.TinyLearners()``: their tasks and empty system prompt go into
+    every swarm, their warm starts are trained first) or any agent factory."""
+    tuned: str | Path | None = TUNED_FILE
+    """The tuning file: the built-in policies' tuned settings and, per scenario, the best fixed
+    ratio and the oracle found on the training seeds, for these settings (learner, rounds,
+    nodes, base seed). None, or a file without an entry for these settings: defaults, no
+    oracle, and the best fixed ratio chosen on the held-out seeds (the table says so)."""
+    jobs: int | None = None
+    """Runs in parallel processes; None: one per CPU core."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray. The learner factory and ``sb3_model`` must be
+    importable and readable where the tasks run."""
+    resume: bool = True
+    """Reuse finished runs in ``out/runs`` whose settings match."""
+    plots: bool = True
+    """Write the figure of J over time (needs matplotlib)."""
+    progress: bool = True
+    """Show a progress bar over runs."""
+    quick: bool = False
+    """A smoke test of under half a minute: too short to conclude anything, and its table says
+    so."""
+    tuning: Mapping[str, Any] = field(default=None, init=False, repr=False, compare=False)
+    """The entry of ``tuned`` for these settings, or {} (read at construction)."""
+
+    def __post_init__(self) -> None:
+        for name, value in (QUICK if self.quick else FULL).items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        if self.out is None:
+            object.__setattr__(self, "out", "out/bench-ratio-quick" if self.quick
+                               else "out/bench-ratio")
+        object.__setattr__(self, "out", Path(self.out))
+        labels = []
+        for policy in self.policies:
+            if policy == "all":
+                labels += [p for p in POLICIES if p != "ppo" or self.sb3_model is not None]
+            else:
+                labels.append(policy_label(policy))
+        policies = tuple(dict.fromkeys(labels))
+        if self.sb3_model is not None and "ppo" not in policies:
+            policies += ("ppo",)
+        if not policies:
+            raise ValueError("policies is empty")
+        for label in policies:
+            spec_of(label)  # a clear error for an unknown label or a path that does not import
+        if "ppo" in policies and self.sb3_model is None:
+            raise ValueError("policies include 'ppo' but sb3_model is None: give the path of "
+                             "a trained model (examples/train_meta_agent.py saves one)")
+        if self.sb3_model is not None and not Path(self.sb3_model).exists():
+            raise ValueError(f"sb3_model {self.sb3_model!r} does not exist")
+        object.__setattr__(self, "policies", policies)
+        bad = [s for s in self.scenarios if s not in SCENARIOS]
+        if bad or not self.scenarios:
+            raise ValueError(f"scenarios must be among {list(SCENARIOS)}, got "
+                             f"{list(self.scenarios)}")
+        object.__setattr__(self, "scenarios", tuple(dict.fromkeys(self.scenarios)))
+        for name in ("seeds", "tune_seeds", "rounds", "n_agents"):
+            check_int(name, getattr(self, name), 1)
+        if self.seeds > TRAINING_SEED_START:
+            raise ValueError(f"seeds must be <= {TRAINING_SEED_START} (seeds from "
+                             f"{TRAINING_SEED_START} on are the training seeds), got {self.seeds}")
+        if self.n_agents < 2:
+            raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
+                             f"got {self.n_agents}")
+        if self.jobs is not None:
+            check_int("jobs", self.jobs, 1)
+        check_ray(self.ray, self.jobs)
+        object.__setattr__(self, "tuning", read_tuning(self.tuned, tuning_key(self)))
+        files = [file_label(p) for p in self.all_policies()]
+        if len(set(files)) < len(files):
+            raise ValueError(f"two policies would share run files: {list(policies)}")
+
+    def kwargs_of(self, label: str) -> dict[str, Any]:
+        """The tuned settings of a built-in policy ({}: its defaults)."""
+        return dict(self.tuning.get("policies", {}).get(label, {}).get("kwargs", {}))
+
+    def best_fixed(self, scenario: str) -> str | None:
+        """The fixed ratio of ``scenario`` with the highest cumulative reward on the training
+        seeds (None without a tuning entry)."""
+        return self.tuning.get("scenarios", {}).get(scenario, {}).get("best_fixed")
+
+    def oracle(self, scenario: str) -> str | None:
+        """The ``schedule-...`` label the oracle search chose for ``scenario`` (None without a
+        tuning entry)."""
+        return self.tuning.get("scenarios", {}).get(scenario, {}).get("oracle")
+
+    def all_policies(self) -> tuple[str, ...]:
+        """``policies`` with every scenario's best fixed ratio and oracle added."""
+        extra = [p for s in self.scenarios for p in (self.best_fixed(s), self.oracle(s)) if p]
+        return tuple(dict.fromkeys(self.policies + tuple(extra)))
+
+    def policies_of(self, scenario: str) -> tuple[str, ...]:
+        """The policies played in ``scenario``: ``policies``, its best fixed ratio, its oracle."""
+        extra = [p for p in (self.best_fixed(scenario), self.oracle(scenario)) if p]
+        return tuple(dict.fromkeys(self.policies + tuple(extra)))
+
+    def specs(self) -> list[RunSpec]:
+        """Every held-out run, seed-major, so that the runs of one seed (which share their
+        questions) follow each other in a worker."""
+        return [RunSpec(p, s, k, self) for k in range(self.seeds) for s in self.scenarios
+                for p in self.policies_of(s)]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: a policy in a scenario under one seed (plain data, for worker processes)."""
+
+    policy: str
+    scenario: str
+    seed_index: int
+    config: BenchConfig
+    setting: int | None = None
+    """For the tuning: the index of the ``TUNING_GRID`` setting to build the policy with (None:
+    the config's tuned settings). Tuning runs go to ``out/tuning``, held-out ones to
+    ``out/runs``."""
+
+    @property
+    def name(self) -> str:
+        setting = "" if self.setting is None else f"_setting{self.setting}"
+        return f"{self.scenario}_{file_label(self.policy)}{setting}_seed{self.seed_index}"
+
+    @property
+    def folder(self) -> str:
+        return "runs" if self.seed_index < TRAINING_SEED_START else "tuning"
+
+    @property
+    def path(self) -> Path:
+        return Path(self.config.out) / self.folder / f"{self.name}.npz"
+
+    def key(self) -> str:
+        """A digest of everything that determines the run's outcome (for resuming)."""
+        from sapo_env import __version__
+
+        c = self.config
+        model = None
+        if self.policy == "ppo":
+            model = hashlib.sha256(Path(c.sb3_model).read_bytes()).hexdigest()[:16]
+        payload = {"version": __version__, "policy": self.policy, "scenario": self.scenario,
+                   "seed": self.seed_index, "base_seed": c.base_seed, "rounds": c.rounds,
+                   "n_agents": c.n_agents, "learner": learners.describe(c.learner),
+                   "model": model, "policy_source": policy_source_digest(self.policy),
+                   "kwargs": self.kwargs}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The settings its policy is built with."""
+        if self.setting is not None:
+            return dict(TUNING_GRID[self.policy][self.setting])
+        return self.config.kwargs_of(self.policy)
+
+
+def tuning_key(config: BenchConfig) -> dict[str, Any]:
+    """What a tuning entry must have been made with to apply to ``config``."""
+    return {"learner": learners.describe(config.learner), "rounds": config.rounds,
+            "n_agents": config.n_agents, "base_seed": config.base_seed,
+            "tune_seeds": config.tune_seeds}
+
+
+def read_tuning(path: str | Path | None, key: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry of the tuning file ``path`` made with ``key``'s settings, or {}."""
+    if path is None or not Path(path).exists():
+        return {}
+    entries = json.loads(Path(path).read_text())
+    return next((e for e in entries if e.get("key") == dict(key)), {})
+
+
+def swarm_settings(config: BenchConfig) -> dict[str, Any]:
+    """``SwarmConfig`` fields the learner needs in every swarm (the tiny learner's tasks)."""
+    if isinstance(config.learner, learners.TinyLearners):
+        return config.learner.swarm_settings()
+    return {}
+
+
+def settings_dict(config: BenchConfig) -> dict[str, Any]:
+    """The settings as JSON-ready data (for summary.json)."""
+    out = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+           if f.name != "tuning"}
+    out["out"] = str(config.out)
+    out["tuned"] = None if config.tuned is None else str(config.tuned)
+    out["learner"] = learners.describe(config.learner)
+    out["ray"] = None if config.ray is None else dataclasses.asdict(config.ray)
+    return out

@@ -1,0 +1,250 @@
+"""The policies ``sapo-env bench-ratio`` can play, by label.
+
+A ratio policy is named by a label:
+
+- a built-in one (``POLICIES``): the rules and bandits of ``agents.ratio``, built with the
+  settings their tuning chose (``TUNING_GRID``, :mod:`sapo_experiments.bench_ratio.tuning`);
+- ``fixed-J`` for any J in [0, 8];
+- ``schedule-J1,J2,...,Jk``: J1 for the first k-th of the run, J2 for the next, ... (the
+  oracle's form, :class:`agents.ratio.ScheduledRatio`);
+- the import path of your own, ``"mypkg.mod:MyPolicy"``: a class or function called as
+  ``MyPolicy(node, seed)`` (the node's name and an int seed) that returns a
+  ``sapo_env.runtime.RatioPolicy`` (``choose(observation) -> J``, ``update(reward, info)``).
+
+Worker processes build every policy from its label, so a run is described by plain data; a
+policy class or function itself may be given too (``BenchConfig(policies=(MyPolicy,
+"fixed-4"))``): its import path is used, so it must be defined at the top level of an
+importable module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sapo_experiments.bench_ratio.config import BenchConfig
+
+ADAPTIVE_START_J = 4  #: round 0's J of an adaptive policy (its choices start with round 1)
+TRAIN_BUDGET = 8  #: I + J of every benchmark swarm (the paper's)
+FIXED_GRID = (0, 2, 4, 6, 7)
+"""The fixed ratios the best fixed J is chosen from, and the J values of the oracle's phases
+(J = 8 answers nothing and earns 0, so it is never best)."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How to build one benchmarked policy for one node."""
+
+    label: str
+    description: str
+    initial_num_external: int  #: J in force in round 0, before the policy has chosen
+    #: (seed, node, config, kwargs) -> a ``sapo_env.runtime.RatioPolicy``; kwargs are its tuned
+    # settings
+    build: Callable[[np.random.SeedSequence, str, BenchConfig, Mapping[str, Any]], Any]
+    adaptive: bool = True
+
+
+def _fixed(j: int) -> PolicySpec:
+    def build(seed, node, config, kwargs):
+        from agents.ratio import FixedRatio
+
+        return FixedRatio(j)
+
+    return PolicySpec(f"fixed-{j}", f"FixedRatio({j}): {TRAIN_BUDGET - j}/{j}", j, build,
+                      adaptive=False)
+
+
+def schedule_label(phases: tuple[int, ...]) -> str:
+    """The label of the schedule of equal phases ``phases`` (one J each)."""
+    return "schedule-" + ",".join(map(str, phases))
+
+
+def schedule_phases(label: str) -> tuple[int, ...]:
+    """The J of each phase of a ``schedule-...`` label."""
+    return tuple(int(j) for j in label.removeprefix("schedule-").split(","))
+
+
+def _schedule(phases: tuple[int, ...]) -> PolicySpec:
+    def build(seed, node, config, kwargs):
+        from agents.ratio import ScheduledRatio
+
+        rounds = config.rounds
+        starts = [k * rounds // len(phases) for k in range(len(phases))]
+        # equal phases that would start in the same round (runs shorter than the phases) merge
+        merged = dict(zip(starts, phases))
+        return ScheduledRatio(sorted(merged.items()))
+
+    return PolicySpec(schedule_label(phases), f"ScheduledRatio: J = {', '.join(map(str, phases))}"
+                      f" in {len(phases)} equal phases", phases[0], build, adaptive=False)
+
+
+def _built_in(label: str, description: str, make: Callable[..., Any]) -> PolicySpec:
+    def build(seed, node, config, kwargs):
+        return make(seed, config, **{k: tuple(v) if isinstance(v, list) else v
+                                     for k, v in kwargs.items()})
+
+    return PolicySpec(label, description, ADAPTIVE_START_J, build)
+
+
+def _pool_quality(seed, config, **kwargs):
+    from agents.ratio import PoolQuality
+
+    return PoolQuality(**kwargs)
+
+
+def _learning_progress(seed, config, **kwargs):
+    from agents.ratio import LearningProgress
+
+    return LearningProgress(**kwargs)
+
+
+def _ucb(seed, config, **kwargs):
+    from agents.ratio import DiscountedUCB
+
+    return DiscountedUCB(**kwargs)  # deterministic: no seed
+
+
+def _exp3(seed, config, **kwargs):
+    from agents.ratio import EXP3
+
+    return EXP3(seed=seed, **kwargs)
+
+
+def _thompson(seed, config, **kwargs):
+    from agents.ratio import ThompsonSampling
+
+    return ThompsonSampling(seed=seed, **kwargs)
+
+
+def _linucb(seed, config, **kwargs):
+    from agents.ratio import LinUCBRatio
+
+    return LinUCBRatio(**kwargs)  # deterministic: no seed
+
+
+def _ppo(seed, config, **kwargs):
+    from agents.ratio import SB3Ratio
+
+    if config.sb3_model is None:
+        raise ValueError("policy 'ppo' needs a trained model: pass sb3_model (--sb3-model), "
+                         "e.g. the one examples/train_meta_agent.py saves")
+    return SB3Ratio.load(config.sb3_model, max_rounds=config.rounds)
+
+
+POLICIES: dict[str, PolicySpec] = {p.label: p for p in [
+    *(_fixed(j) for j in FIXED_GRID),
+    _built_in("pool-quality", "PoolQuality: more J while the pool beats your reward",
+              _pool_quality),
+    _built_in("learning-progress", "LearningProgress: rl-swarm's 10-round window rule on J",
+              _learning_progress),
+    _built_in("discounted-ucb", "DiscountedUCB over J", _ucb),
+    _built_in("exp3", "EXP3 over J", _exp3),
+    _built_in("thompson", "discounted Thompson sampling over J", _thompson),
+    _built_in("linucb", "LinUCBRatio: a contextual bandit on the pool's size and reward, own "
+              "reward and trend", _linucb),
+    _built_in("ppo", "SB3Ratio: PPO trained on the meta env (needs --sb3-model)", _ppo),
+]}
+ADAPTIVE = ("pool-quality", "learning-progress", "discounted-ucb", "exp3", "thompson", "linucb")
+"""The built-in adaptive policies that are tuned and benchmarked by default."""
+DEFAULT_POLICIES = tuple(f"fixed-{j}" for j in FIXED_GRID) + ADAPTIVE
+
+_ARMS = [0, 2, 4, 6, 7]  # the fixed grid's J values, as arms
+TUNING_GRID: dict[str, list[dict[str, Any]]] = {
+    "pool-quality": [{}, {"margin": 0.0}, {"margin": 0.1}, {"window": 30}],
+    "learning-progress": [{}, {"threshold": 0.02}, {"threshold": 0.1},
+                          {"window": 20, "check_every": 10}],
+    "discounted-ucb": [{}, {"arms": _ARMS}, {"arms": _ARMS, "gamma": 0.95},
+                       {"arms": _ARMS, "gamma": 0.999}],
+    "exp3": [{}, {"arms": _ARMS}, {"payoff": "progress"}, {"arms": _ARMS, "payoff": "progress"}],
+    "thompson": [{}, {"arms": _ARMS}, {"arms": _ARMS, "gamma": 0.95},
+                 {"arms": _ARMS, "gamma": 0.999}],
+    "linucb": [{}, {"arms": _ARMS}, {"arms": _ARMS, "alpha": 0.1}, {"arms": _ARMS, "alpha": 1.0}],
+}
+"""The tuning budget: four settings per built-in adaptive policy, the first its defaults, the
+same number for each; the one with the highest mean gain over the best fixed ratio on the
+training seeds of the default scenarios is kept (:mod:`sapo_experiments.bench_ratio.tuning`)."""
+
+
+def spec_of(label: str) -> PolicySpec:
+    """The spec of a policy label: built-in, ``fixed-J``, ``schedule-...`` or ``module:Name``."""
+    if label in POLICIES:
+        return POLICIES[label]
+    if ":" in label:
+        return _entered(label)
+    expected = (f"expected one of {list(POLICIES)}, fixed-J for J in [0, {TRAIN_BUDGET}], "
+                f"schedule-J1,J2,... or the import path of your own, 'mypkg.mod:MyPolicy'")
+    if label.startswith("schedule-"):
+        parts = label.removeprefix("schedule-").split(",")
+        if not all(p.isdigit() and int(p) <= TRAIN_BUDGET for p in parts):
+            raise ValueError(f"policy {label!r}: a schedule's phases must be J values in [0, "
+                             f"{TRAIN_BUDGET}], comma-separated; {expected}")
+        return _schedule(tuple(int(p) for p in parts))
+    prefix, _, j = label.partition("fixed-")
+    if prefix or not j.isdigit() or int(j) > TRAIN_BUDGET:
+        raise ValueError(f"unknown policy {label!r}; {expected}")
+    return _fixed(int(j))
+
+
+def _entered(path: str) -> PolicySpec:
+    """Your own policy, ``"module:Name"``: ``Name(node, seed)`` builds it for one node."""
+    factory = resolve(path)
+
+    def build(seed, node, config, kwargs):
+        return factory(node, int(seed.generate_state(1)[0]))
+
+    doc = (inspect.getdoc(factory) or path).splitlines()[0]
+    return PolicySpec(path, doc, ADAPTIVE_START_J, build)
+
+
+def resolve(path: str) -> Callable[..., Any]:
+    """The object an import path ``"module:Name"`` names, with a clear error."""
+    module, _, name = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ValueError(f"policy {path!r} cannot be imported ({error}); give "
+                         "'module:Name' of a class or function at the top level of an "
+                         "importable module") from None
+    if not callable(obj):
+        raise ValueError(f"policy {path!r} is not a class or function")
+    return obj
+
+
+def policy_label(policy: str | Callable[..., Any]) -> str:
+    """A policy's label: a string as it is, a class or function as its import path."""
+    if isinstance(policy, str):
+        return policy
+    path = f"{policy.__module__}:{policy.__qualname__}"
+    try:
+        found = resolve(path)
+    except ValueError:
+        found = None
+    if found is not policy:
+        raise ValueError(f"policy {policy!r} must be defined at the top level of an importable "
+                         f"module (worker processes import it as {path!r})")
+    return path
+
+
+def policy_source_digest(label: str) -> str | None:
+    """A digest of the source of an entered policy's module (its runs rerun when it changes)."""
+    if ":" not in label:
+        return None
+    module = importlib.import_module(label.partition(":")[0])
+    try:
+        return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:16]
+    except (OSError, TypeError):
+        return None
+
+
+def file_label(label: str) -> str:
+    """A label as it can appear in a file name: an import path's last name."""
+    return label.rpartition(":")[2].replace(".", "-") if ":" in label else label

@@ -1,0 +1,154 @@
+"""``sapo-env bench-ratio --tune``: everything chosen before the benchmark, on training seeds.
+
+Three searches, all on the training seeds (``TRAINING_SEED_START``, ``TRAINING_SEED_START +
+1``, ...: no held-out table is ever computed on them), every candidate scored by the mean
+cumulative reward of the policy nodes over those seeds:
+
+1. **The best fixed ratio** of each scenario: ``fixed-J`` for every J of ``FIXED_GRID``.
+2. **The oracle** of each scenario: the best schedule of ``ORACLE_PHASES`` equal phases, each a
+   J of ``FIXED_GRID``, found by coordinate ascent from the best fixed ratio: for each phase in
+   turn, every other J is tried with the other phases kept, and the best is kept if it beats
+   the current schedule; the sweep over the phases repeats until a sweep changes nothing (at
+   most ``MAX_SWEEPS``). An oracle "in hindsight": it knows the scenario, and sees the same
+   rounds the policies are scored on, but it is chosen on other seeds than those it is scored
+   on, so its headroom on the held-out seeds is a real one, not the best of many noisy tries.
+3. **The tuning budget** of the built-in adaptive policies: the same for each, the four
+   settings of ``TUNING_GRID`` (the first its defaults); the setting with the highest mean,
+   over the scenarios, of (its cumulative - the best fixed ratio's) / the best fixed ratio's
+   is kept, one setting per policy for every scenario (a policy does not know which scenario
+   it is in).
+
+The results go into the tuning file (``BenchConfig.tuned``) as the entry for these settings
+(learner, rounds, nodes, base seed, training seeds), replacing an older one; the benchmark
+reads it. ``summary.json``-style timing is in the entry.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sapo_experiments.bench_ratio.config import (
+    DEFAULT_SCENARIOS,
+    TRAINING_SEED_START,
+    BenchConfig,
+    RunSpec,
+    tuning_key,
+)
+from sapo_experiments.bench_ratio.policies import ADAPTIVE, FIXED_GRID, TUNING_GRID, schedule_label
+from sapo_experiments.bench_ratio.report import per_seed
+from sapo_experiments.bench_ratio.sweep import run_specs
+from sapo_experiments.run_files import machine_description
+
+ORACLE_PHASES = 4  #: the oracle's schedules: this many equal phases, a J of FIXED_GRID each
+MAX_SWEEPS = 3  #: passes of the oracle's coordinate ascent over the phases, at most
+
+
+def phases_label(phases: tuple[int, ...]) -> str:
+    """A schedule's label; one whose phases are all equal is the fixed ratio it is."""
+    return f"fixed-{phases[0]}" if len(set(phases)) == 1 else schedule_label(phases)
+
+
+class _Scorer:
+    """Mean cumulative reward on the training seeds, running what is not yet run."""
+
+    def __init__(self, config: BenchConfig):
+        self.config = config
+        self.seeds = range(TRAINING_SEED_START, TRAINING_SEED_START + config.tune_seeds)
+        self.cpu = 0.0
+
+    def __call__(self, wanted: list[tuple[str, str, int | None]]) -> dict[tuple, float]:
+        """``(scenario, label, setting)`` -> mean cumulative reward over the training seeds."""
+        wanted = list(dict.fromkeys(wanted))
+        specs = [RunSpec(label, scenario, k, self.config, setting)
+                 for scenario, label, setting in wanted for k in self.seeds]
+        runs = run_specs(specs, self.config)
+        self.cpu += sum(r["meta"].get("cpu_seconds", 0.0) for r in runs)
+        n = len(self.seeds)
+        return {w: float(per_seed(runs[i * n:(i + 1) * n])["cumulative"].mean())
+                for i, w in enumerate(wanted)}
+
+
+def tune(config: BenchConfig, policies: bool = True) -> dict[str, Any]:
+    """Run the three searches on the training seeds (the third only with ``policies``, on the
+    scenarios of ``config.scenarios`` that are ``DEFAULT_SCENARIOS``) and write their entry
+    into ``config.tuned``, keeping the other scenarios of an entry already there; return the
+    entry."""
+    if config.tuned is None:
+        raise ValueError("tuned is None: give the tuning file to write (--tuned PATH)")
+    started = time.perf_counter()
+    # untuned, so that the held-out policies' settings cannot leak into the candidates
+    base = replace(config, tuned=None)
+    score = _Scorer(base)
+    scenarios = config.scenarios
+    fixed = score([(s, f"fixed-{j}", None) for s in scenarios for j in FIXED_GRID])
+    entry: dict[str, Any] = {"key": tuning_key(config), "scenarios": {}, "policies": {}}
+    best_fixed = {}
+    for s in scenarios:
+        j = max(FIXED_GRID, key=lambda j: fixed[(s, f"fixed-{j}", None)])
+        best_fixed[s] = f"fixed-{j}"
+        entry["scenarios"][s] = {"best_fixed": best_fixed[s], "fixed": {
+            f"fixed-{j}": round(fixed[(s, f"fixed-{j}", None)], 3) for j in FIXED_GRID}}
+    # the oracle: coordinate ascent over the phases, every scenario's step in one batch
+    current = {s: (int(best_fixed[s].removeprefix("fixed-")),) * ORACLE_PHASES
+               for s in scenarios}
+    value = {s: fixed[(s, best_fixed[s], None)] for s in scenarios}
+    trace = {s: [[phases_label(current[s]), round(value[s], 3)]] for s in scenarios}
+    moving = set(scenarios)
+    for _ in range(MAX_SWEEPS):
+        changed = set()
+        for phase in range(ORACLE_PHASES):
+            candidates = {s: [current[s][:phase] + (j,) + current[s][phase + 1:]
+                              for j in FIXED_GRID if j != current[s][phase]]
+                          for s in moving}
+            scores = score([(s, phases_label(c), None) for s in moving for c in candidates[s]])
+            for s in moving:
+                best = max(candidates[s], key=lambda c: scores[(s, phases_label(c), None)])
+                if scores[(s, phases_label(best), None)] > value[s]:
+                    current[s], value[s] = best, scores[(s, phases_label(best), None)]
+                    trace[s].append([phases_label(best), round(value[s], 3)])
+                    changed.add(s)
+        moving = changed
+        if not moving:
+            break
+    for s in scenarios:
+        entry["scenarios"][s].update(oracle=phases_label(current[s]),
+                                     oracle_cumulative=round(value[s], 3), search=trace[s])
+        if entry["scenarios"][s]["oracle"] == best_fixed[s]:
+            entry["scenarios"][s]["oracle"] = None  # no schedule beat the best fixed ratio
+    # the tuning budget: the same settings count for every built-in adaptive policy
+    tuned_on = [s for s in scenarios if s in DEFAULT_SCENARIOS] if policies else []
+    scores = score([(s, p, k) for p in ADAPTIVE for k in range(len(TUNING_GRID[p]))
+                    for s in tuned_on])
+    for p in ADAPTIVE if tuned_on else ():
+        gains = [float(np.mean([(scores[(s, p, k)] - fixed[(s, best_fixed[s], None)])
+                                / fixed[(s, best_fixed[s], None)] for s in tuned_on]))
+                 for k in range(len(TUNING_GRID[p]))]
+        chosen = int(np.argmax(gains))  # ties: the first, the defaults
+        entry["policies"][p] = {"kwargs": TUNING_GRID[p][chosen], "setting": chosen,
+                                "mean_relative_gain": [round(g, 5) for g in gains],
+                                "scenarios": tuned_on}
+    entry.update(training_seeds=list(score.seeds), date=_dt.date.today().isoformat(),
+                 machine=machine_description(),
+                 wall_seconds=round(time.perf_counter() - started, 1),
+                 run_cpu_seconds=round(score.cpu, 1))
+    write_entry(Path(config.tuned), entry)
+    return entry
+
+
+def write_entry(path: Path, entry: dict[str, Any]) -> None:
+    """Put ``entry`` into the tuning file at ``path``: an entry with the same key keeps its
+    scenarios and policies that ``entry`` does not have."""
+    entries = json.loads(path.read_text()) if path.exists() else []
+    old = next((e for e in entries if e.get("key") == entry["key"]), {})
+    merged = {**old, **entry,
+              "scenarios": {**old.get("scenarios", {}), **entry["scenarios"]},
+              "policies": {**old.get("policies", {}), **entry["policies"]}}
+    entries = [e for e in entries if e.get("key") != entry["key"]] + [merged]
+    path.write_text(json.dumps(entries, indent=1) + "\n")

@@ -1,0 +1,114 @@
+"""``sapo-env format-propagation`` on the command line
+(``python -m sapo_experiments.format_propagation --help``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from sapo_experiments import ray_runs
+from sapo_experiments.console import print_result
+from sapo_experiments.format_propagation.config import (
+    CONDITIONS,
+    FULL,
+    QUICK,
+    FormatConfig,
+    TinyNodes,
+)
+from sapo_experiments.format_propagation.sweep import FormatResult, format_propagation
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    d = FormatConfig()
+    add = parser.add_argument
+    add("--quick", action="store_true",
+        help=f"a smoke test: {QUICK['rounds']} rounds, {QUICK['seeds']} seed")
+    add("--conditions", nargs="+", default=None, metavar="NAME",
+        help="subset to run, by slug or label: " + ", ".join(c.slug for c in CONDITIONS))
+    add("--seeds", type=int, default=None,
+        help=f"seeds per condition (default {FULL['seeds']}; quick {QUICK['seeds']})")
+    add("--rounds", type=int, default=None,
+        help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']})")
+    add("--base-seed", type=int, default=d.base_seed, help="root seed")
+    add("--out", default=None, help=f"output folder (default {FULL['out']}, quick "
+                                    f"{QUICK['out']})")
+    add("--learner", choices=["smollm2", "tiny"], default="smollm2",
+        help="smollm2: SmolLM2 LoRA nodes and a scripted demonstrator (default); tiny: tiny "
+             "transformer nodes that never tag and a tiny demonstrator that tags some answers "
+             "(CPU, minutes)")
+    add("--tiny-task", default=TinyNodes().task,
+        help=f"tiny learner: the task of every node (default {TinyNodes().task})")
+    add("--model", default=d.model, help="base model: hub id, path or smollm2-135m (offline)")
+    add("--lm-nodes", type=int, default=d.lm_nodes, help="language-model nodes")
+    add("--num-external", type=int, default=None,
+        help="J of the LM nodes in the sharing conditions (default 4)")
+    add("--lr", type=float, default=d.learning_rate, help="Adam learning rate of each adapter")
+    add("--max-new-tokens", type=int, default=None,
+        help="longest completion (default 48; tiny 12)")
+    add("--demo-accuracy", type=float, default=d.demo_accuracy,
+        help="probability that a demonstrator answer is right")
+    add("--demo-tag-probability", type=float, default=d.demo_tag_probability,
+        help="probability that a demonstrator answer is inside <answer> tags (tiny: of its "
+             "warm start's targets)")
+    add("--leave-round", type=int, default=None,
+        help="first round without the demonstrator in 'demonstrator-leaves' (default: half)")
+    add("--jobs", type=int, default=None,
+        help="runs at once, in processes (default: one per CPU core; 1 on a GPU; not with "
+             "--ray-address)")
+    add("--threads", type=int, default=None,
+        help="torch CPU threads per run (default: the cores over --jobs; on Ray, "
+             "--cpus-per-run)")
+    add("--device", default=d.device, help="auto, cpu, cuda or mps")
+    ray_runs.add_arguments(parser, gpus=True)
+    add("--no-resume", action="store_true", help="rerun runs already finished in OUT/runs")
+    add("--no-tensorboard", action="store_true", help="write no TensorBoard runs")
+    add("--no-plots", action="store_true", help="write no PNG figure")
+    add("--no-progress", action="store_true", help="hide the progress bars")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sapo-env format-propagation",
+        description="Does the <answer> format spread through a swarm of SmolLM2 LoRA nodes "
+                    "(or tiny transformers)? Isolated, sharing, with a demonstrator, and the "
+                    "demonstrator leaving.")
+    return add_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace) -> FormatConfig:
+    given = dict(
+        quick=args.quick, base_seed=args.base_seed, model=args.model, lm_nodes=args.lm_nodes,
+        learning_rate=args.lr,
+        tiny=TinyNodes(task=args.tiny_task) if args.learner == "tiny" else None,
+        demo_accuracy=args.demo_accuracy, demo_tag_probability=args.demo_tag_probability,
+        jobs=args.jobs, threads=args.threads, device=args.device, resume=not args.no_resume,
+        tensorboard=not args.no_tensorboard, plots=not args.no_plots,
+        progress=not args.no_progress, ray=ray_runs.options_from_args(args))
+    optional = {"conditions": tuple(args.conditions) if args.conditions else None,
+                "seeds": args.seeds, "rounds": args.rounds, "out": args.out,
+                "num_external": args.num_external, "leave_round": args.leave_round,
+                "max_new_tokens": args.max_new_tokens}
+    given |= {k: v for k, v in optional.items() if v is not None}
+    return FormatConfig(**given)
+
+
+def run_from_args(args: argparse.Namespace) -> FormatResult:
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        raise SystemExit(f"sapo-env format-propagation: {error}") from None
+    result = format_propagation(config)
+    print_result(result, config.out, tensorboard=config.tensorboard)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    run_from_args(args)
+
+
+if __name__ == "__main__":
+    main()

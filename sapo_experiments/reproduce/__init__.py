@@ -1,0 +1,94 @@
+"""Reproduce the SAPO paper's controlled experiment: table, figures and TensorBoard runs.
+
+The paper (arXiv 2509.08721, Section 5) trains 8 nodes for 2000 rounds with I local and J
+external groups per round, I + J = 8, and reports the cumulative reward of 8/0 (no sharing),
+6/2, 4/4 and 2/6. In its protocol a node with J external groups answers only I questions itself
+("each agent samples I specialties, receives one question per specialty"), so sharing saves
+generation and the pool shrinks as the nodes take more. ``reproduce`` runs those four
+configurations under that protocol (``protocol="fixed"``: every node answers 8 questions
+whatever its J, the protocol of sapo-env before 0.2) plus two controls its reviewers asked
+for, over several seeds:
+
+- ``8/0 oversampled + filtered``: the no-sharing baseline draws 16 questions, drops its own
+  zero-advantage groups and trains on up to 8 informative ones (at twice the generation cost),
+  so that filtering alone could explain SAPO's gain if it did. (Filtering without oversampling
+  only removes groups that carry no gradient and replaces none, so it cannot differ from 8/0
+  for a GRPO learner: no control at all.)
+- ``4/4 self-replay``: the node answers 4 questions and fills the J slots from its *own*
+  informative groups of the previous round (``external_source="self_replay"``), so that reuse
+  alone cannot either.
+
+With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the
+whole sweep takes minutes on a laptop, and says something about sampling dynamics, nothing
+about language models. ``learner="grpo"`` runs ``agents.GRPOAgent`` language models (GPUs);
+any agent factory runs your own agents (``sapo_experiments.learners``).
+
+Outputs in ``out``:
+    ``results.md``, ``results.csv``   cumulative reward, mean and 95% CI over seeds, its ratio
+                                      to 8/0 (paired by seed), the paper's numbers beside it,
+                                      completions generated per node-round, reward per 1,000
+                                      generated completions, the final moving reward and
+                                      held-out pass@1
+    ``figure1_trajectories.png``      per-node moving reward, one panel per configuration
+    ``figure2_moving_average.png``    moving-average swarm reward with the min/max band over
+                                      nodes, all configurations in one panel
+    ``held_out.png``                  held-out pass@1 beside the training reward
+    ``runs/<experiment>_seed<k>.npz`` one run's arrays (a finished run is reused on resume)
+    ``tensorboard/<experiment>_seed<k>/``  ``tensorboard --logdir <out>/tensorboard``
+    ``summary.json``                  the settings, date, machine and wall time
+
+Command line: ``sapo-env reproduce [--quick] [--seeds 3] [--jobs 2] [--out DIR] ...``
+(``python -m sapo_experiments.reproduce --help``).
+
+Example::
+
+    from sapo_experiments.reproduce import ReproduceConfig, reproduce
+    result = reproduce(ReproduceConfig(quick=True, out="out/reproduce-quick"))
+    print(result.table_markdown)
+
+Modules: ``config`` (the configurations and the sweep's settings), ``sapo_experiments.learners``
+(agent
+factories), ``sweep`` (running and resuming), ``report`` (statistics and the table),
+``figures``, ``cli``.
+"""
+
+from sapo_experiments.learners import AgentFactory, GRPOLearners, simulated_learners
+from sapo_experiments.reproduce.config import (
+    BY_LABEL,
+    EXPERIMENTS,
+    FULL,
+    QUICK,
+    TINY_FULL,
+    TINY_QUICK,
+    Experiment,
+    ReproduceConfig,
+    RunSpec,
+    seeds_of,
+)
+from sapo_experiments.reproduce.report import Row, mean_ci, smoothing_window, verdict
+from sapo_experiments.reproduce.sweep import ReproduceResult, reproduce, run_one
+from sapo_experiments.run_files import load_run
+
+__all__ = [
+    "BY_LABEL",
+    "EXPERIMENTS",
+    "FULL",
+    "QUICK",
+    "TINY_FULL",
+    "TINY_QUICK",
+    "AgentFactory",
+    "Experiment",
+    "GRPOLearners",
+    "ReproduceConfig",
+    "ReproduceResult",
+    "Row",
+    "RunSpec",
+    "load_run",
+    "mean_ci",
+    "reproduce",
+    "run_one",
+    "seeds_of",
+    "simulated_learners",
+    "smoothing_window",
+    "verdict",
+]

@@ -1,0 +1,264 @@
+"""What a sweep runs: the paper's configurations, the sweep's settings, and one run's spec."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from sapo_env.validation import check_int
+from sapo_experiments import learners
+from sapo_experiments.learners import AgentFactory
+from sapo_experiments.ray_runs import RayOptions, check_ray
+
+Learner = Literal["sim", "tiny", "grpo"]
+Protocol = Literal["paper", "fixed"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One configuration of the sweep."""
+
+    label: str  #: as printed in the table, e.g. ``"4/4"``
+    slug: str  #: file-name form, e.g. ``"4-4"``
+    num_external: int  #: J (I = train budget - J)
+    overrides: dict[str, Any] = field(default_factory=dict)  #: ``SwarmConfig`` changes
+    paper: float | None = None  #: the paper's cumulative reward (8 nodes, 2000 rounds)
+    note: str = ""
+
+
+EXPERIMENTS: tuple[Experiment, ...] = (
+    Experiment("8/0", "8-0", 0, {}, 561.79, "no sharing (the paper's baseline)"),
+    Experiment("6/2", "6-2", 2, {}, 854.43),
+    Experiment("4/4", "4-4", 4, {}, 1093.31, "the paper's best"),
+    Experiment("2/6", "2-6", 6, {}, 945.87, "oscillates in the paper"),
+    Experiment("8/0 oversampled + filtered", "8-0-oversampled-filtered", 0,
+               {"questions_per_round": 16, "filter_local": True}, None,
+               "control: 16 questions, trains on up to 8 informative own groups"),
+    Experiment("4/4 self-replay", "4-4-self-replay", 4,
+               {"external_source": "self_replay", "pool_window": 2}, None,
+               "control: J slots from the node's own groups of the last round"),
+)
+"""The paper's four configurations and the reviewers' two controls."""
+
+BY_LABEL = {e.label: e for e in EXPERIMENTS} | {e.slug: e for e in EXPERIMENTS}
+
+
+ALL_LABELS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)
+
+FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
+                        "held_out_questions": 64, "out": "out/reproduce", "experiments": ALL_LABELS}
+"""The sweep's settings where a field is left at None: the paper's 2000 rounds."""
+QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
+                         "held_out_questions": 16, "out": "out/reproduce-quick",
+                         "experiments": ALL_LABELS}
+"""The same with ``quick=True``: a smoke test of the pipeline in under a minute."""
+TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
+                             "held_out_questions": 32, "out": "out/reproduce-tiny",
+                             "experiments": ALL_LABELS}
+"""The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
+(about 10 minutes a run on one core; 2000 rounds would take a day for 18 runs on 2 cores)."""
+TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
+                              "held_out_questions": 16, "out": "out/reproduce-tiny-quick",
+                              "experiments": ("8/0", "4/4")}
+"""The tiny learner's quick run (``make demo``): 8/0 against 4/4 for 40 rounds, 4 seeds."""
+
+
+def presets(learner: Any, quick: bool) -> dict[str, Any]:
+    """The settings a field left at None takes, for this learner and ``quick``."""
+    if learner == "tiny":
+        return TINY_QUICK if quick else TINY_FULL
+    return QUICK if quick else FULL
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Settings of a reproduction sweep. ``quick=True`` changes the defaults marked (quick)."""
+
+    out: str | Path | None = None
+    """Output folder. Fields documented "None: ..." take their value from ``presets``: ``FULL``
+    or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``."""
+    learner: Learner | AgentFactory = "sim"
+    """Who plays the nodes: ``"sim"``, simulated learners (CPU, minutes; a surrogate whose
+    sharing pays by construction); ``"tiny"``, tiny transformer specialists trained by GRPO
+    (CPU, real learners; ``tiny`` sets them up); ``"grpo"``, language models (GPUs); or an
+    agent factory of your own (see ``sapo_experiments.learners``)."""
+    tiny: learners.TinyLearners = field(default_factory=learners.TinyLearners)
+    """The tiny learner's settings (``learner="tiny"``): specialties, learning rate, ...; its
+    tasks and empty system prompt go into every configuration's swarm (``swarm`` overrides)."""
+    model: str | None = None
+    """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
+    experiments: tuple[str, ...] | None = None
+    """Configurations to run, by label or slug (see ``EXPERIMENTS``; None: all six, or
+    tiny quick 8/0 and 4/4)."""
+    protocol: Protocol = "paper"
+    """``"paper"``: a node with J external groups answers I = 8 - J questions (the paper's
+    Section 5); ``"fixed"``: every node answers 8 questions whatever its J and trains on I of
+    them (sapo-env's protocol before 0.2, kept for comparison). The oversampled control draws
+    16 under both."""
+    seeds: int | None = None
+    """Seeds per configuration (None: 3, sim quick 2, tiny quick 4). Seed k is the same
+    across configurations, so ratios to 8/0 are paired."""
+    base_seed: int = 0
+    """Root of every seed of the sweep."""
+    rounds: int | None = None
+    """Rounds per run (None: 2000, quick 100; tiny 200, tiny quick 40)."""
+    n_agents: int = 8
+    """Nodes per swarm."""
+    held_out_every: int | None = None
+    """Rounds between held-out evaluations (None: 100, quick 25; tiny 50, tiny quick 40)."""
+    held_out_questions: int | None = None
+    """Questions in the held-out set (None: 64, quick 16; tiny 32)."""
+    jobs: int | None = None
+    """Runs in parallel processes; None: one per CPU core."""
+    ray: RayOptions | None = None
+    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
+    at None): same runs, scheduled by Ray; ``gpus_per_run=1`` for GRPO learners on GPUs.
+    Checkpoints and TensorBoard runs are written where a task runs. None: this machine."""
+    tensorboard: bool = True
+    """Write TensorBoard runs (skipped with a warning if tensorboard is not installed)."""
+    plots: bool = True
+    """Write the PNG figures (needs matplotlib, the ``plot`` extra)."""
+    resume: bool = True
+    """Reuse finished runs found in ``out/runs`` whose settings match, and resume unfinished
+    ones from their checkpoints."""
+    checkpoint_every: int = 100
+    """Rounds between a run's checkpoints (``out/runs/<run>.<key>.ckpt``, removed when the run
+    finishes), from which an interrupted sweep resumes mid-run with the same results; 0: none.
+    Runs whose agents have no ``state_dict`` (the GRPO learner) are not checkpointed."""
+    progress: bool = True
+    """Show a progress bar over runs."""
+    quick: bool = False
+    """A quick run, for the fields left at None: with the simulated learner a smoke test of
+    under a minute (``QUICK``) whose table says it is too short to conclude anything; with the
+    tiny learner 8/0 against 4/4 for 40 rounds (``TINY_QUICK``, ``make demo``), whose table
+    says whether its seeds decide the difference."""
+    grpo_max_new_tokens: int = 256
+    """GRPO learner only: tokens generated per completion."""
+    swarm: Mapping[str, Any] = field(default_factory=dict)
+    """Extra ``SwarmConfig`` fields for every configuration, e.g. ``{"answer_format":
+    "lenient"}`` for small models that never write ``<answer>`` tags, or another task mix.
+    I, J, ``filter_local`` and ``external_source`` are the experiments' to set."""
+
+    def __post_init__(self) -> None:
+        # fields left at None take the learner's full or quick sweep's value; given ones are kept
+        for name, value in presets(self.learner, self.quick).items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        if not callable(self.learner) and self.learner not in ("sim", "tiny", "grpo"):
+            raise ValueError(f"learner must be 'sim', 'tiny', 'grpo' or an agent factory, "
+                             f"got {self.learner!r}")
+        if self.protocol not in ("paper", "fixed"):
+            raise ValueError(f"protocol must be 'paper' or 'fixed', got {self.protocol!r}")
+        if self.learner == "grpo" and not self.model:
+            raise ValueError("model must name a model when learner='grpo' (e.g. "
+                             "'Qwen/Qwen2.5-0.5B-Instruct' or 'smollm2-135m'), got None")
+        unknown = [e for e in self.experiments if e not in BY_LABEL]
+        if unknown or not self.experiments:
+            raise ValueError(f"experiments must be labels or slugs of {list(BY_LABEL)}, "
+                             f"got {list(self.experiments)}")
+        object.__setattr__(self, "experiments",
+                           tuple(dict.fromkeys(BY_LABEL[e].label for e in self.experiments)))
+        for name in ("seeds", "rounds", "n_agents", "held_out_every", "held_out_questions",
+                     "grpo_max_new_tokens"):
+            check_int(name, getattr(self, name), 1)
+        if self.jobs is not None:
+            check_int("jobs", self.jobs, 1)
+        check_ray(self.ray, self.jobs)
+        check_int("checkpoint_every", self.checkpoint_every, 0)
+        if self.n_agents < 2:
+            raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
+                             f"got {self.n_agents}")
+        object.__setattr__(self, "out", Path(self.out))
+        from sapo_env.config import SwarmConfig
+
+        unknown = sorted(set(self.swarm) - set(SwarmConfig.field_names()))
+        reserved = sorted(set(self.swarm) & {"n_agents", "max_rounds", "filter_local",
+                                             "external_source", "train_budget",
+                                             "questions_per_round", "num_external"})
+        if unknown or reserved:
+            raise ValueError(f"swarm: unknown SwarmConfig fields {unknown} or fields the sweep "
+                             f"sets itself {reserved}")
+        try:
+            json.dumps(dict(self.swarm))
+        except TypeError as error:
+            raise ValueError(f"swarm must be JSON-serialisable (it names the runs): {error}"
+                             ) from None
+        object.__setattr__(self, "swarm", dict(self.swarm))
+        for label in self.experiments:  # fail now, not in a worker process minutes later
+            try:
+                self.swarm_config(BY_LABEL[label])
+            except ValueError as error:
+                raise ValueError(f"swarm: {error} (in configuration {label!r})") from None
+
+    def agent_factory(self) -> AgentFactory:
+        """The factory that builds each run's nodes."""
+        if self.learner == "sim":
+            return learners.simulated_learners
+        if self.learner == "grpo":
+            return learners.GRPOLearners(self.model, self.grpo_max_new_tokens)
+        if self.learner == "tiny":
+            return self.tiny
+        return self.learner
+
+    def swarm_config(self, experiment: Experiment) -> Any:
+        """The ``SwarmConfig`` of one configuration of the sweep."""
+        from sapo_env.config import SwarmConfig
+
+        protocol = {} if self.protocol == "paper" else {"questions_per_round": 8}
+        learner = self.tiny.swarm_settings() if self.learner == "tiny" else {}
+        return SwarmConfig(n_agents=self.n_agents, max_rounds=self.rounds,
+                           num_external=experiment.num_external,
+                           **{**learner, **self.swarm, **protocol, **experiment.overrides})
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the sweep: an experiment under one seed (picklable, for worker processes)."""
+
+    experiment: str
+    seed_index: int
+    config: ReproduceConfig
+
+    @property
+    def name(self) -> str:
+        return f"{BY_LABEL[self.experiment].slug}_seed{self.seed_index}"
+
+    @property
+    def path(self) -> Path:
+        """Where the run's arrays are saved."""
+        return Path(self.config.out) / "runs" / f"{self.name}.npz"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """Where the unfinished run's checkpoint is kept (its key in the name: a run whose
+        settings changed does not resume from it)."""
+        return Path(self.config.out) / "runs" / f"{self.name}.{self.key()}.ckpt"
+
+    def key(self) -> str:
+        """A digest of everything that determines the run's outcome (for resuming)."""
+        from sapo_env import __version__
+
+        c = self.config
+        e = BY_LABEL[self.experiment]
+        payload = {
+            "version": __version__, "experiment": dataclasses.asdict(e), "seed": self.seed_index,
+            "protocol": c.protocol,
+            "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
+            "learner": learners.describe(c.agent_factory()),
+            "held_out": [c.held_out_every, c.held_out_questions], "swarm": c.swarm,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def seeds_of(base_seed: int, seed_index: int) -> tuple[int, np.random.SeedSequence]:
+    """The env's reset seed and the agents' seed sequence of seed ``seed_index``: children of
+    the base seed, the same in every configuration (common random numbers)."""
+    env_seq, agent_seq = np.random.SeedSequence(base_seed, spawn_key=(seed_index,)).spawn(2)
+    return int(env_seq.generate_state(1, dtype=np.uint64)[0] >> 1), agent_seq

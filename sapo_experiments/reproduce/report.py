@@ -1,0 +1,189 @@
+"""The sweep's statistics and its table: mean and 95% CI over seeds, paired ratios, a verdict."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sapo_env.config import SwarmConfig
+from sapo_env.runtime.metrics import PAPER_WINDOW
+from sapo_experiments.learners import describe
+from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig
+
+
+def smoothing_window(rounds: int) -> int:
+    """The moving-average window of the table's final reward and of the figures: the paper's
+    100 rounds, or a tenth of a shorter run."""
+    return max(1, min(PAPER_WINDOW, rounds // 10))
+
+
+# Student t quantile 0.975 by degrees of freedom (no scipy dependency); beyond 30, ~normal.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042}
+
+
+def t_quantile_975(df: int) -> float:
+    """The 0.975 quantile of Student's t (the nearest tabulated df at or below ``df``)."""
+    if df < 1:
+        return float("nan")
+    if df > 30:
+        return 1.96
+    return _T975[max(k for k in _T975 if k <= df)]
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t confidence interval (NaN with one value)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) < 2:
+        return float(x.mean()) if len(x) else float("nan"), float("nan")
+    return float(x.mean()), t_quantile_975(len(x) - 1) * float(x.std(ddof=1)) / np.sqrt(len(x))
+
+
+# --- summary ---------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    experiment: str
+    local: int
+    external: int
+    seeds: int
+    cumulative: float  #: mean over seeds of the cumulative swarm-mean reward
+    cumulative_ci: float  #: half-width of its 95% CI
+    ratio: float | None  #: mean over seeds of cumulative / cumulative of 8/0 (same seed)
+    ratio_ci: float | None
+    paper: float | None
+    paper_ratio: float | None
+    generated: float  #: completions generated per node-round (the generation cost)
+    #: cumulative reward per 1,000 completions a node generated over the run
+    reward_per_1k: float
+    final_reward: float  #: moving reward over the last window, mean over seeds
+    held_out: float | None  #: held-out pass@1 at the last evaluation, mean over nodes, seeds
+    note: str
+
+
+def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
+    """The table rows: per experiment, cumulative reward with CI and paired ratio to 8/0."""
+    budget = SwarmConfig().train_budget  # I + J; --swarm may not change it
+    window = smoothing_window(config.rounds)
+    cumulative = {e: np.array([np.nanmean(r["rewards"], axis=1).sum() for r in rs])
+                  for e, rs in runs.items()}
+    base = cumulative.get("8/0")
+    paper_base = BY_LABEL["8/0"].paper
+    rows = []
+    for label, rs in runs.items():
+        e = BY_LABEL[label]
+        mean, ci = mean_ci(cumulative[label])
+        ratio = ratio_ci = None
+        if base is not None and np.all(base > 0):  # no ratio to a baseline that earned nothing
+            ratio, ratio_ci = mean_ci(cumulative[label] / base)
+        final = float(np.mean([np.nanmean(r["rewards"][-window:]) for r in rs]))
+        generated = np.array([r["generated"].sum(axis=0).mean() for r in rs])  # per node
+        held = [r["held_out_scores"][-1].mean() for r in rs if len(r["held_out_scores"])]
+        rows.append(Row(
+            experiment=label, local=budget - e.num_external, external=e.num_external,
+            seeds=len(rs), cumulative=mean, cumulative_ci=ci, ratio=ratio, ratio_ci=ratio_ci,
+            paper=e.paper, paper_ratio=(e.paper / paper_base) if e.paper else None,
+            generated=float(generated.mean()) / config.rounds,
+            reward_per_1k=float(np.mean(1000 * cumulative[label] / generated)),
+            final_reward=final, held_out=float(np.mean(held)) if held else None, note=e.note,
+        ))
+    return rows
+
+
+def format_value(value: float | None, ci: float | None = None, digits: int = 1) -> str:
+    """A table cell: the value, '± ci' when there is one, '–' for none."""
+    if value is None or not np.isfinite(value):
+        return "–"
+    text = f"{value:.{digits}f}"
+    if ci is not None and np.isfinite(ci):
+        text += f" ± {ci:.{digits}f}"
+    return text
+
+
+def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
+    tiny = config.tiny
+    autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
+    learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
+               "tiny": f"tiny transformer specialists ({' / '.join(tiny.specialties)}, "
+                       f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
+        config.learner if isinstance(config.learner, str) else "",
+        f"agents of {describe(config.agent_factory())}")
+    seeds = seeds_text(config)
+    protocol = ("the paper's protocol (a node with J external groups answers 8 - J questions)"
+                if config.protocol == "paper" else
+                "the fixed protocol (every node answers 8 questions whatever its J)")
+    lines = [
+        f"Cumulative reward (sum over rounds of the swarm-mean reward), {config.n_agents} nodes, "
+        f"{config.rounds} rounds, {learner}, {protocol}; mean ± 95% CI over {seeds}. The "
+        "ratio to 8/0 is paired by seed. The paper's column is Qwen2.5-0.5B, 8 nodes, 2000 "
+        "rounds, one seed" + (": compare ratios, not absolute values." if config.rounds != 2000
+                              or config.learner == "sim" else ".") + " Generated: completions "
+        "a node generated per round; per 1k: cumulative reward per 1,000 completions a node "
+        "generated over the run.",
+        "",
+        "| configuration | I | J | cumulative reward | ratio to 8/0 | paper | paper ratio "
+        "| generated | per 1k | final moving reward | held-out pass@1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.experiment} | {r.local} | {r.external} "
+            f"| {format_value(r.cumulative, r.cumulative_ci)} "
+            f"| {format_value(r.ratio, r.ratio_ci, 2)} | {format_value(r.paper, None, 2)} "
+            f"| {format_value(r.paper_ratio, None, 2)} | {format_value(r.generated, None, 0)} "
+            f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
+            f"| {format_value(r.held_out, None, 3)} |")
+    lines += ["", verdict(rows, config)]
+    return "\n".join(lines) + "\n"
+
+
+def verdict(rows: Sequence[Row], config: ReproduceConfig) -> str:
+    """What the table can and cannot say: which ratios to 8/0 are distinguishable from 1."""
+    if config.quick and config.learner != "tiny":
+        # 100 rounds is before the simulated nodes learn much at all (the full run's curves
+        # rise from round ~250): any difference here is noise, whatever its interval says.
+        return (f"**This is the quick run ({config.rounds} rounds x {seeds_text(config)}): a "
+                "smoke test of the pipeline, too short to conclude anything** about the "
+                "paper's 2000-round comparison. `sapo-env reproduce` runs the full sweep; its "
+                "results are in docs/reproduce/.")
+    text = []
+    if config.quick:
+        text.append(f"This is the quick run ({config.rounds} rounds x {seeds_text(config)}); "
+                    "`sapo-env reproduce --learner tiny` runs the full sweep, whose results "
+                    "are in docs/tiny-reproduce/.")
+    compared = [r for r in rows if r.experiment != "8/0" and r.ratio is not None]
+    if not compared:
+        text.append("No ratio to 8/0 in this run (8/0 was not run, or earned nothing).")
+        return " ".join(text)
+    if config.seeds < 2:
+        text.append("**One seed: there is no confidence interval, so this table cannot tell a "
+                    "difference from noise.** Run with `--seeds 3` or more.")
+        return " ".join(text)
+    clear = [r for r in compared if r.ratio_ci is not None and abs(r.ratio - 1) > r.ratio_ci]
+    unclear = [r for r in compared if r not in clear]
+    if clear:
+        text.append("Distinguishable from 8/0 (the ratio's 95% CI excludes 1): "
+                    + ", ".join(f"{r.experiment} ({r.ratio:.2f})" for r in clear) + ".")
+    if unclear:
+        text.append("**Not distinguishable from 8/0 here** (the CI includes 1): "
+                    + ", ".join(r.experiment for r in unclear) + ".")
+    return " ".join(text)
+
+
+def seeds_text(config: ReproduceConfig) -> str:
+    return f"{config.seeds} seed{'s' if config.seeds != 1 else ''}"
+
+
+def write_csv(rows: Sequence[Row], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[x.name for x in dataclasses.fields(Row)])
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in dataclasses.asdict(r).items()})

@@ -1,0 +1,190 @@
+"""Running the sweep: one run per configuration and seed, in worker processes or Ray tasks,
+resumable."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sapo_env.runtime import Callback
+from sapo_env.runtime.checkpoint import Checkpoint, require_state_dicts
+from sapo_experiments.learners import describe
+from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
+from sapo_experiments.reproduce.figures import plot_figures
+from sapo_experiments.reproduce.report import Row, format_markdown, summarise, write_csv
+from sapo_experiments.reproduce.specialists import specialist_markdown
+from sapo_experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReproduceResult:
+    config: ReproduceConfig
+    rows: list[Row]
+    runs: dict[str, list[dict[str, Any]]]  #: experiment -> per-seed run arrays
+    files: list[Path]
+    seconds: float
+
+    @property
+    def table_markdown(self) -> str:
+        return format_markdown(self.rows, self.config)
+
+
+class RunClock(Callback):
+    """Seconds a run has taken, across resumes (its state travels in the run's checkpoint)."""
+
+    def __init__(self) -> None:
+        self.earlier, self._since = 0.0, time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return self.earlier + time.perf_counter() - self._since
+
+    def on_run_start(self, env: Any, agents: Any) -> None:
+        self._since = time.perf_counter()
+
+    def state_dict(self) -> dict[str, float]:
+        return {"seconds": self.seconds}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.earlier, self._since = float(state["seconds"]), time.perf_counter()
+
+
+def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
+    """The run's checkpoint, if the sweep takes them and its agents can be saved."""
+    if not spec.config.checkpoint_every:
+        return None
+    try:
+        require_state_dicts(agents, {})
+    except TypeError as error:
+        logger.info("%s: no checkpoints (%s)", spec.name, error)
+        return None
+    # The run's checkpoint carries a random id kept beside it: a checkpoint file at this
+    # computable path that this sweep did not write is never resumed from.
+    path = spec.checkpoint_path
+    id_file = path.with_name(path.name + ".id")
+    resume = spec.config.resume and path.exists() and id_file.exists()
+    if resume:
+        run_id = id_file.read_text()
+    else:
+        run_id = secrets.token_hex(16)
+        id_file.parent.mkdir(parents=True, exist_ok=True)
+        id_file.write_text(run_id)
+    return Checkpoint(path, every=spec.config.checkpoint_every, resume=resume, run_id=run_id)
+
+
+def run_one(spec: RunSpec) -> Path:
+    """Run one experiment under one seed; save its arrays to ``out/runs/<name>.npz`` and
+    remove its checkpoint (see ``compute``)."""
+    return compute(spec).save()
+
+
+def compute(spec: RunSpec) -> RunFile:
+    """Run one experiment under one seed (from its checkpoint, if an interrupted sweep left
+    one); saving its file (``RunFile.save``) removes this run's checkpoint, a stale one of
+    other settings and a write a crash cut short."""
+    import sapo_env.runtime
+    from sapo_env.runtime import metrics
+
+    c, e = spec.config, BY_LABEL[spec.experiment]
+    env = sapo_env.parallel_env(config=c.swarm_config(e))
+    env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
+    agents = c.agent_factory()(env.possible_agents, e.num_external, agent_seed)
+    checkpoint = _checkpoint(spec, dict(zip(env.possible_agents, agents)))
+    resuming = checkpoint is not None and checkpoint.resume and spec.checkpoint_path.exists()
+    # at_start: what the specialists knew before training (-1 in held_out_rounds), the
+    # baseline of what they learned of each other's task. Not for the simulated learner: it
+    # keys its sampling on the round, so an evaluation before round 0 would change its run.
+    evaluator = metrics.HeldOutEvaluator(every=c.held_out_every,
+                                         n_questions=c.held_out_questions, seed=c.base_seed,
+                                         at_start=c.learner == "tiny")
+    clock = RunClock()
+    callbacks: list[Any] = [evaluator, clock]
+    if c.tensorboard:
+        # A run done again starts its TensorBoard folder afresh: event files are named by
+        # time and process, so the old one would stay beside the new and double every step.
+        # A resumed run keeps it: TensorBoard drops what came after the checkpoint.
+        if not resuming:
+            shutil.rmtree(c.out / "tensorboard" / spec.name, ignore_errors=True)
+        try:
+            from sapo_env.runtime.tensorboard import TensorBoardCallback
+
+            callbacks.append(TensorBoardCallback(
+                c.out / "tensorboard", run_name=spec.name, held_out=evaluator,
+                hparams={"experiment": e.label, "seed_index": spec.seed_index,
+                         "learner": describe(c.agent_factory())}))
+        except ImportError as error:
+            logger.warning("%s; writing no TensorBoard runs", error)
+    history = sapo_env.runtime.run(env, agents, callbacks=callbacks, progress=False, seed=env_seed,
+                           checkpoint=checkpoint)
+    pool = metrics.pool_health(history)
+    tasks = metrics.task_rewards(history)
+    held = evaluator.result
+    arrays = {
+        "rewards": history.rewards, "num_external": history.num_external,
+        "generated": history.generated,
+        "held_out_rounds": np.asarray(held.rounds if held else [], dtype=np.int64),
+        "held_out_scores": held.as_array() if held else np.zeros((0, c.n_agents)),
+        "held_out_tasks": np.asarray(held.tasks if held else ()),
+        "held_out_task_scores": held.as_task_array() if held else np.zeros((0, c.n_agents, 0)),
+        "pool_shared": pool.shared, "pool_shared_mean_reward": pool.shared_mean_reward,
+        "pool_informative_fraction": pool.informative_fraction,
+        "pool_informative": pool.informative,
+        "pool_contribution": pool.contribution, "pool_consumption": pool.consumption,
+        "task_names": np.asarray(sorted(tasks)),
+        "task_rewards": np.stack([tasks[t] for t in sorted(tasks)]) if tasks else np.zeros(0),
+    }
+    if c.learner == "sim":  # the simulated learner's skills, for the figures and TensorBoard
+        for key in ("tag_prob", "expected_quality"):
+            arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
+    if c.learner in ("tiny", "grpo"):  # the GRPO step's mechanics: signal, drift, clipping
+        for key in ("grad_norm", "clip_fraction", "groups", "tokens"):
+            arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
+    meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
+            "env_seed": env_seed, "seconds": clock.seconds, "agents": list(history.agents)}
+    return RunFile(spec.path, meta, arrays, remove=(f"{spec.name}.*.ckpt*",))
+
+
+def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
+    """Run (or resume) the sweep and write the table, figures and summary to ``config.out``."""
+    config = config or ReproduceConfig()
+    started = time.perf_counter()
+    out = Path(config.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = [RunSpec(e, s, config) for e in config.experiments for s in range(config.seeds)]
+    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
+    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
+    if config.learner == "tiny" and todo:
+        config.tiny.warm_starts(jobs)  # trained once, not by every run at the same time
+    # GPU models stay in one process (on Ray, each run reserves ray.gpus_per_run)
+    run_all(compute, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
+            config.progress, config.ray)
+
+    runs: dict[str, list[dict[str, Any]]] = {e: [] for e in config.experiments}
+    for spec in specs:  # experiment by experiment, seeds in order
+        runs[spec.experiment].append(load_run(spec.path))
+    rows = summarise(config, runs)
+    markdown = format_markdown(rows, config) + specialist_markdown(config, runs)
+    files = [out / "results.md", out / "results.csv"]
+    files[0].write_text(markdown)
+    write_csv(rows, files[1])
+    if config.plots:
+        files += plot_figures(config, runs)
+    seconds = time.perf_counter() - started
+    files.append(write_summary(
+        out / "summary.json", seconds, None if config.ray else jobs,
+        {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
+        run_seconds={spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]["seconds"], 1)
+                     for spec in specs},
+        rows=[dataclasses.asdict(r) for r in rows]))
+    return ReproduceResult(config, rows, runs, files, seconds)
