@@ -30,10 +30,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-import supersuit as ss
-import torch
-from stable_baselines3 import PPO
-from stable_baselines3.common.utils import set_random_seed
+
+try:
+    import supersuit as ss
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.utils import set_random_seed
+except ModuleNotFoundError as error:  # the meta extra is optional: say what to install
+    raise SystemExit(f"{Path(__file__).name} needs {error.name}: "
+                     "pip install 'sapo-env[meta]'") from None
 
 import sapo_env
 import sapo_env.runtime

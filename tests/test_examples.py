@@ -86,3 +86,13 @@ def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp
                           cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "my_policy:BackOff" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_train_meta_agent_without_its_extra_says_what_to_install():
+    script = ROOT / "examples" / "train_meta_agent.py"
+    code = ("import runpy, sys; sys.modules['supersuit'] = None; sys.argv = ['x', '--help']; "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("train_meta_agent.py needs supersuit: "
+                                   "pip install 'sapo-env[meta]'")
