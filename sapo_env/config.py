@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reasoning_gym.utils import SYSTEM_PROMPTS
-
 from sapo_env.churn import check_join_rounds
 from sapo_env.defenses.attack_names import TransportAttack, check_adversaries
 from sapo_env.rollouts import DEFAULT_EPS
@@ -37,6 +35,16 @@ from sapo_env.task_specs import (  # noqa: F401 - TaskSpecLike importable from h
     coerce_tasks,
 )
 from sapo_env.validation import check_int
+
+# reasoning-gym's ``SYSTEM_PROMPTS["default"]``, the paper's, written out so that importing the
+# config does not import reasoning-gym (tests/test_config.py keeps the two equal).
+DEFAULT_SYSTEM_PROMPT = (
+    "Given a problem, your task is to answer the question by thinking step-by-step in a clear "
+    "and specific manner.\nOnce you have thought about the reasoning process, provide the "
+    "answer in the following format:\n<answer>answer here</answer>\nDo not explain your "
+    "reasoning inside the answer tags, provide only the final answer. When an example is "
+    "provided, you should strictly follow the format of the output/answer in that example.\n"
+)
 
 FilterName = Literal["zero_advantage", "none"]
 SamplingName = Literal["uniform", "reputation"]
@@ -70,7 +78,7 @@ class SwarmConfig:
     """L: completions per question; a question with its L completions is a group."""
     shared_questions: bool = False
     """If True every node gets the same questions each round."""
-    system_prompt: str = SYSTEM_PROMPTS["default"]
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
     """System prompt shown to every node (reasoning-gym's default asks for ``<answer>`` tags)."""
 
     # --- scoring -----------------------------------------------------------------------------

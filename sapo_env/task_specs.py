@@ -9,15 +9,14 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-import reasoning_gym
-from reasoning_gym.factory import DATASETS
-
+from sapo_env.scoring.rg_fixes import load_reasoning_gym
 from sapo_env.validation import check_int
 
 
@@ -38,11 +37,9 @@ class TaskSpec:
     from round 0."""
 
     def __post_init__(self) -> None:
-        if self.name not in DATASETS:
-            raise ValueError(
-                f"tasks: unknown reasoning-gym task {self.name!r}; "
-                f"expected one of reasoning_gym.factory.DATASETS ({len(DATASETS)} tasks)"
-            )
+        # What reasoning-gym says of the name and config is checked when a SwarmConfig takes
+        # the spec (``coerce_tasks``): that loads reasoning-gym, which ``import sapo_env``
+        # does not, and PAPER_TASKS is built at import.
         weight = self.weight
         if (isinstance(weight, bool) or not isinstance(weight, (int, float))
                 or not math.isfinite(weight) or weight <= 0):
@@ -62,11 +59,12 @@ class TaskSpec:
                 f"tasks: config of {self.name!r} must be JSON-serialisable (it travels in "
                 f"every question's ref): {error}"
             ) from None
-        try:  # fail now, not at the first round, on a config reasoning-gym rejects
-            reasoning_gym.create_dataset(self.name, seed=0, size=1, **self.config)
-        except (TypeError, ValueError, AssertionError) as error:
-            raise ValueError(f"tasks: invalid config for {self.name!r}: {error}") from None
         object.__setattr__(self, "config", dict(self.config))
+
+    def check_with_reasoning_gym(self) -> None:
+        """``ValueError`` unless reasoning-gym registers the task and accepts its config (loads
+        reasoning-gym; each distinct spec is checked once)."""
+        _check_with_reasoning_gym(self.name, json.dumps(self.config, sort_keys=True))
 
     @classmethod
     def coerce(cls, spec: TaskSpecLike) -> TaskSpec:
@@ -110,10 +108,27 @@ PAPER_TASKS: tuple[TaskSpec, ...] = (
 MAX_QUESTIONS_PER_STREAM = 2**24
 
 
+@functools.lru_cache(maxsize=1024)
+def _check_with_reasoning_gym(name: str, config_json: str) -> None:
+    reasoning_gym = load_reasoning_gym()
+    registered = reasoning_gym.factory.DATASETS
+    if name not in registered:
+        raise ValueError(f"tasks: unknown reasoning-gym task {name!r}; expected one of "
+                         f"reasoning_gym.factory.DATASETS ({len(registered)} tasks)")
+    try:  # fail now, not at the first round, on a config reasoning-gym rejects
+        reasoning_gym.create_dataset(name, seed=0, size=1, **json.loads(config_json))
+    except (TypeError, ValueError, AssertionError) as error:
+        raise ValueError(f"tasks: invalid config for {name!r}: {error}") from None
+
+
 def coerce_tasks(value: Any, where: str, max_rounds: int) -> tuple[TaskSpec, ...]:
+    """``value`` as TaskSpecs, each checked with reasoning-gym (``ValueError`` naming
+    ``where``)."""
     if isinstance(value, (str, TaskSpec)) or not isinstance(value, Sequence):
         raise ValueError(f"{where}: expected a sequence of task specs, got {value!r}")
     specs = tuple(TaskSpec.coerce(spec) for spec in value)
+    for spec in specs:
+        spec.check_with_reasoning_gym()
     if not specs:
         raise ValueError(f"{where}: expected at least one task, got an empty sequence")
     if min(s.first_round for s in specs) > 0:

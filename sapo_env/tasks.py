@@ -22,22 +22,22 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import reasoning_gym
-from reasoning_gym.dataset import ProceduralDataset
 
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
 from sapo_env.rng_state import generator_from_state, generator_state
-from sapo_env.scoring import rg_fixes
 from sapo_env.scoring.answers import AnswerExtractor
 from sapo_env.scoring.guard import DEFAULT_LIMITS, ScoreBudget, ScoringLimits, guarded_scores
+from sapo_env.scoring.rg_fixes import load_reasoning_gym
 from sapo_env.types import Question, QuestionRef
 from sapo_env.validation import check_int
 
+if TYPE_CHECKING:
+    from reasoning_gym.dataset import ProceduralDataset
+
 logger = logging.getLogger(__name__)
-rg_fixes.apply()
 
 # Consecutive generator failures tolerated before a task is declared broken.
 _MAX_SKIPS = 100
@@ -62,7 +62,7 @@ def reference_answer(entry: dict[str, Any]) -> str:
 @lru_cache(maxsize=16384)  # more than the streams of a 512-node swarm on 9 tasks
 def _dataset(task: str, config_items: tuple, seed: int) -> ProceduralDataset:
     # size only bounds the index; reasoning-gym generates items lazily
-    return reasoning_gym.create_dataset(
+    return load_reasoning_gym().create_dataset(
         task, seed=seed, size=MAX_QUESTIONS_PER_STREAM, **dict(config_items)
     )
 

@@ -118,3 +118,31 @@ def test_callables_accepted():
     c = SwarmConfig(filter=lambda g: True, answer_format=lambda s: s,
                     external_sampling=lambda cands, k, rng: list(cands)[:k])
     assert callable(c.filter)
+
+
+def test_the_default_system_prompt_is_reasoning_gyms():
+    from reasoning_gym.utils import SYSTEM_PROMPTS
+
+    assert SwarmConfig().system_prompt == SYSTEM_PROMPTS["default"]
+
+
+def test_a_task_spec_is_checked_with_reasoning_gym_when_a_config_takes_it():
+    spec = TaskSpec("no_such_task")  # reasoning-gym is not consulted yet
+    with pytest.raises(ValueError, match="unknown reasoning-gym task 'no_such_task'"):
+        SwarmConfig(tasks=[spec])
+    with pytest.raises(ValueError, match="invalid config for 'bf'"):
+        SwarmConfig(node_tasks={"node_1": [("bf", 1.0, {"difficulty": "x"})]})
+
+
+def test_importing_sapo_env_loads_no_heavy_library():
+    """``import sapo_env`` stays fast: reasoning-gym (about 3 s), sympy, matplotlib and torch
+    load when first needed (BENCHMARKS.md, "Import time")."""
+    import subprocess
+    import sys
+
+    heavy = ["reasoning_gym", "sympy", "matplotlib", "torch", "transformers", "ray"]
+    code = ("import sys, sapo_env; print(' '.join(m for m in " + repr(heavy)
+            + " if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert loaded == []

@@ -3,8 +3,9 @@ import random
 
 import reasoning_gym.arithmetic.basic_arithmetic as basic_arithmetic
 
-import sapo_env  # noqa: F401  (applies the fixes)
 from sapo_env.scoring import rg_fixes
+
+rg_fixes.load_reasoning_gym()  # installs the fixes
 
 
 def original_find_common_divisors():

@@ -1,4 +1,11 @@
-"""Fixes for reasoning-gym behaviour that breaks long runs, applied when sapo_env is imported.
+"""reasoning-gym as sapo-env uses it: imported on first use, with fixes for behaviour that breaks
+long runs installed.
+
+``import reasoning_gym`` takes about 3 s (it imports every task module, and matplotlib through
+cellpylib), so ``import sapo_env`` does not import it: :func:`load_reasoning_gym` does, the first
+time the env needs a task (checking a ``SwarmConfig``'s tasks, drawing or re-deriving a
+question), and installs the fixes then. Code that scores untrusted answers with reasoning-gym
+directly should call it first.
 
 Each fix keeps reasoning-gym's results exactly as they were (same questions, same answers, same
 scores) and only removes a failure:
@@ -16,17 +23,25 @@ scores) and only removes a failure:
 
 from __future__ import annotations
 
+import functools
 import math
+from types import ModuleType
 
-import reasoning_gym.arithmetic.basic_arithmetic as basic_arithmetic
-from sympy import divisors
 
-from sapo_env.scoring import safe_scorers
+@functools.cache
+def load_reasoning_gym() -> ModuleType:
+    """The ``reasoning_gym`` module, with the fixes installed (imported and installed once)."""
+    import reasoning_gym
+
+    apply()
+    return reasoning_gym
 
 
 def find_common_divisors(a: int, b: int) -> list[int]:
     """reasoning-gym's ``find_common_divisors``: each divisor d of gcd(a, b) with d*d <= gcd,
     in increasing order, each followed by gcd // d unless that is d itself."""
+    from sympy import divisors  # loaded with reasoning-gym, which needs it
+
     gcd = math.gcd(a, b)
     found: list[int] = []
     for d in divisors(gcd) if gcd else ():
@@ -40,5 +55,9 @@ def find_common_divisors(a: int, b: int) -> list[int]:
 
 def apply() -> None:
     """Install the fixes (idempotent); ``add_terms`` looks the function up in its module."""
+    import reasoning_gym.arithmetic.basic_arithmetic as basic_arithmetic
+
+    from sapo_env.scoring import safe_scorers
+
     basic_arithmetic.find_common_divisors = find_common_divisors
     safe_scorers.apply()

@@ -1,4 +1,5 @@
-"""reasoning-gym scorers that evaluate answer text, made safe; installed when sapo_env is imported.
+"""reasoning-gym scorers that evaluate answer text, made safe; installed with reasoning-gym's
+other fixes when sapo-env first loads it (``sapo_env.scoring.rg_fixes.load_reasoning_gym``).
 
 A completion is untrusted text, and some of reasoning-gym's scorers execute it: they read an
 answer with Python's ``eval`` or with sympy's ``parse_expr``, which turns the text into Python
