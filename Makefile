@@ -45,7 +45,7 @@ test: $(VENV)/.dev
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.dev
-	$(PY) -m ruff check sapo_env agents experiments examples tests benchmarks
+	$(PY) -m ruff check sapo_env agents sapo_experiments examples tests benchmarks
 
 bench: $(VENV)/.core
 	$(PY) benchmarks/env_step.py --write
