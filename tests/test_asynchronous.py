@@ -285,3 +285,118 @@ def test_a_slow_agent_takes_its_time_and_answers_as_its_inner_node():
     assert action == DemonstratorAgent(seed=0).act(obs["node_0"])
     with pytest.raises(ValueError, match=r"act_seconds must be a number of seconds >= 0"):
         SlowAgent(DemonstratorAgent(seed=0), act_seconds=-1)
+
+
+# --- asynchronous rounds with nodes that learn: each update once, deadlines, updates in flight
+
+class Learns(DemonstratorAgent):
+    """A demonstrator whose ``learn`` changes its state: it remembers, for each update, the
+    rounds of the questions of its own groups in the batch (the round it learned from), and
+    how many updates finished; each update takes ``seconds`` and reports a metric of its own
+    (``update_<k>``), so a report counted twice shows."""
+
+    def __init__(self, *args, seconds: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seconds, self.learned, self.finished = seconds, [], 0
+
+    def learn(self, batch):
+        self.learned.append(sorted({g["round"] for g in batch if g["local"]}))
+        threading.Event().wait(self.seconds)
+        self.finished += 1
+        return {f"update_{len(self.learned)}": 1.0}
+
+
+class SlowActs(Gated):
+    """A ``Gated`` node whose every act takes ``seconds`` (a slow generator)."""
+
+    def __init__(self, inner, seconds: float):
+        super().__init__(inner)
+        self.seconds = seconds
+
+    def submit_act(self, observation) -> Future:
+        def act():
+            threading.Event().wait(self.seconds)
+            return self.inner.act(observation)
+
+        return self.worker.submit(act)
+
+
+def rounds_learned_from(history, node):
+    """For each round ``node`` played, the round of the questions it answered in it (the round
+    played minus its staleness): what it should have learned from, once each."""
+    return [[t - infos[node].get("staleness", 0)] for t, infos in enumerate(history.infos)
+            if node in infos]
+
+
+def test_in_asynchronous_rounds_every_node_learns_once_from_each_round_it_played():
+    """A local node, a remote node in time and a remote node stuck in rounds 1-2 (it answers
+    round 1's questions in round 3): each learns exactly once per round it played, from the
+    batch of that round, never from a round it sat out, and each update's metrics are reported
+    once. Logical gates, no timing: the deadline (1 s) only has to pass while node_2 is stuck."""
+    env = sapo_env.parallel_env(n=3, max_rounds=6, pool_window=4)
+    inner = {a: Learns(accuracy=0.5, num_external=4, seed=i)
+             for i, a in enumerate(env.possible_agents)}
+    nodes = {"node_0": inner["node_0"], "node_1": Gated(inner["node_1"]),
+             "node_2": Gated(inner["node_2"])}
+    gates = AtRound({0: nodes["node_2"].gate.clear, 2: nodes["node_2"].gate.set})
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=1.0,
+                                   callbacks=[gates])
+    assert [i["node_2"]["status"] if "node_2" in i else "pending" for i in history.infos] \
+        == ["online", "pending", "pending", "online", "online", "online"]
+    assert rounds_learned_from(history, "node_2") == [[0], [1], [4], [5]]
+    for a, agent in inner.items():
+        assert agent.learned == rounds_learned_from(history, a), a
+        assert agent.finished == len(agent.learned)
+        reported = [key for metrics in history.learn_metrics for key in metrics.get(a, {})]
+        assert sorted(reported) == sorted(f"update_{k + 1}" for k in range(agent.finished)), a
+
+
+def test_the_deadline_is_counted_from_each_rounds_start():
+    """A remote node takes 0.4 s to act, the deadline is 1.5 s: it makes every round's
+    deadline, though 8 rounds take longer than one deadline (counted from the run's start,
+    it would miss the later rounds)."""
+    env = sapo_env.parallel_env(n=2, max_rounds=8)
+    nodes = [DemonstratorAgent(accuracy=0.5, seed=0),
+             SlowActs(DemonstratorAgent(accuracy=0.5, seed=1), seconds=0.4)]
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=1.5)
+    assert [i["node_1"]["status"] for i in history.infos if "node_1" in i] == ["online"] * 8
+
+
+def test_the_first_deadline_starts_once_the_remote_nodes_are_up():
+    """Starting takes 2 s, acting 0.2 s, the deadline is 1 s: counted from when the node is up
+    the node makes round 0; counted from before the start-up it could not (it would still be
+    acting when a deadline already past is checked)."""
+    env = sapo_env.parallel_env(n=2, max_rounds=1)
+    slow = SlowActs(DemonstratorAgent(accuracy=0.5, seed=1), seconds=0.2)
+    slow.worker.submit(threading.Event().wait, 2.0)  # the actor's start-up
+    history = sapo_env.runtime.run(env, [DemonstratorAgent(accuracy=0.5, seed=0), slow],
+                                   seed=0, progress=False, deadline=1.0)
+    assert history.infos[0]["node_1"]["status"] == "online"
+
+
+def test_the_deadline_counts_the_time_the_local_nodes_take_to_act():
+    """The round begins before the in-process nodes act: with a local node that takes 2 s, a
+    remote one that takes 3 s and a deadline of 2 s, the remote node misses round 0 (counted
+    from after the local act, the round would wait until 4 s and take its answer)."""
+    class SlowLocal(DemonstratorAgent):
+        def act(self, observation):
+            threading.Event().wait(2.0)
+            return super().act(observation)
+
+    env = sapo_env.parallel_env(n=2, max_rounds=1)
+    nodes = [SlowLocal(accuracy=0.5, seed=0),
+             SlowActs(DemonstratorAgent(accuracy=0.5, seed=1), seconds=3.0)]
+    history = sapo_env.runtime.run(env, nodes, seed=0, progress=False, deadline=2.0)
+    assert "node_0" in history.infos[0] and "node_1" not in history.infos[0]
+    assert np.isnan(history.rewards[0, 1])
+
+
+def test_run_returns_only_after_every_update_in_flight():
+    """Each update of the remote node takes 1 s and is not waited for in its round: ``run``
+    still returns only once the last one finished, with its metrics in the last round."""
+    env = sapo_env.parallel_env(n=2, max_rounds=3)
+    inner = Learns(accuracy=0.5, num_external=4, seed=1, seconds=1.0)
+    history = sapo_env.runtime.run(env, [DemonstratorAgent(accuracy=0.5, seed=0), Gated(inner)],
+                                   seed=0, progress=False, deadline=30.0)
+    assert inner.finished == len(inner.learned) == 3
+    assert history.learn_metrics[-1]["node_1"]["update_3"] == 1.0
