@@ -54,29 +54,70 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from sapo_env.config import SwarmConfig, TaskSpec
 from sapo_env.pool import SharedPool, restore_group
+from sapo_env.render import LastRound
 from sapo_env.rng_state import (
     generator_from_state,
     generator_state,
     seed_sequence_from_state,
     seed_sequence_state,
 )
-from sapo_env.sampling import Assembly
+from sapo_env.sampling import Assembly, GroupFilter
 from sapo_env.tasks import DrawnQuestion, QuestionSource, redraw
 from sapo_env.types import Group
-
-if TYPE_CHECKING:
-    from sapo_env.swarm import SwarmEnv
 
 STATE_FORMAT = 2  # 2: pending nodes' held questions
 STATE_KEYS = ("format", "config", "round", "agents", "seed_sequence", "questions", "drawn",
               "held", "num_external", "sampling_rngs", "pool", "replay", "batches", "last_round")
 _BATCH_COUNTS = ("num_local", "num_external", "local_shortfall", "external_shortfall")
+
+
+@dataclass
+class RunState:
+    """What the env holds between two steps of a run, besides its ``round`` and ``agents``:
+    ``reset`` builds it, ``step`` advances it, and :func:`capture` and :func:`restore` turn it
+    into plain data and back."""
+
+    seed_sequence: np.random.SeedSequence
+    """Of the last ``reset(seed=...)``; a reset without a seed continues from it."""
+    questions: QuestionSource
+    """Every node's question streams."""
+    rngs: dict[str, np.random.Generator]
+    """Per node, the generator of its batch sampling."""
+    pool: SharedPool
+    """The shared pool."""
+    replay: dict[str, SharedPool]
+    """Per node, its own earlier groups (``external_source="self_replay"``; else empty)."""
+    batches: dict[str, tuple[Group, ...]]
+    """Per node, the training set assembled for it at the last step."""
+    num_external: dict[str, int]
+    """Per node, the J in force this round."""
+    drawn: dict[str, list[DrawnQuestion]]
+    """Per live node, this round's questions."""
+    held: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Per pending node (``sapo_env.churn``), the round of the questions it still holds."""
+    last_round: LastRound | None = None
+    """What ``render()`` describes (None before the first step)."""
+
+    def sharing_state(self) -> tuple:
+        """What publishing and assembly change (the pools, the sampling streams), to put back
+        with :meth:`restore_sharing_state` when a user's filter or sampler raises mid-step."""
+        return (self.pool.state(), {a: p.state() for a, p in self.replay.items()},
+                {a: r.bit_generator.state for a, r in self.rngs.items()})
+
+    def restore_sharing_state(self, saved: tuple) -> None:
+        pool, replay, rngs = saved
+        self.pool.restore(pool)
+        for a, state in replay.items():
+            self.replay[a].restore(state)
+        for a, state in rngs.items():
+            self.rngs[a].bit_generator.state = state
 
 
 def config_fingerprint(config: SwarmConfig) -> dict[str, str]:
@@ -98,37 +139,38 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
-def capture(env: SwarmEnv) -> dict[str, Any]:
-    """The env's state (see the module docstring); the env must have been reset."""
-    if env._questions is None:
-        raise RuntimeError("state_dict() called before reset(): call reset() first")
-    last = env._last_round
+def capture(config: SwarmConfig, round_: int, agents: list[str], run: RunState
+            ) -> dict[str, Any]:
+    """The state of an env at ``round_`` with live ``agents`` (see the module docstring)."""
+    last = run.last_round
     return {
         "format": STATE_FORMAT,
-        "config": config_fingerprint(env.config),
-        "round": env.round,
-        "agents": list(env.agents),
-        "seed_sequence": seed_sequence_state(env._seed_sequence),
-        "questions": env._questions.state_dict(),
-        "drawn": {a: [dict(d.question["ref"]) for d in env._drawn[a]] for a in env.agents},
-        "held": dict(env._held),
-        "num_external": dict(env._num_external),
-        "sampling_rngs": {a: generator_state(r) for a, r in env._rngs.items()},
-        "pool": env._pool.state_dict(),
-        "replay": {a: p.state_dict() for a, p in env._replay.items()},
-        "batches": {a: list(batch) for a, batch in env._batches.items()},
+        "config": config_fingerprint(config),
+        "round": round_,
+        "agents": list(agents),
+        "seed_sequence": seed_sequence_state(run.seed_sequence),
+        "questions": run.questions.state_dict(),
+        "drawn": {a: [dict(d.question["ref"]) for d in run.drawn[a]] for a in agents},
+        "held": dict(run.held),
+        "num_external": dict(run.num_external),
+        "sampling_rngs": {a: generator_state(r) for a, r in run.rngs.items()},
+        "pool": run.pool.state_dict(),
+        "replay": {a: p.state_dict() for a, p in run.replay.items()},
+        "batches": {a: list(batch) for a, batch in run.batches.items()},
         "last_round": None if last is None else {
-            "round": last[0], "pool_size": last[1], "rewards": dict(last[2]),
-            "num_external": dict(last[3]),
+            "round": last.round, "pool_size": last.pool_size, "rewards": dict(last.rewards),
+            "num_external": dict(last.num_external),
             "assemblies": {a: {k: getattr(s, k) for k in _BATCH_COUNTS}
-                           for a, s in last[4].items()}},
+                           for a, s in last.assemblies.items()}},
     }
 
 
-def restore(env: SwarmEnv, state: Any) -> None:
-    """Put ``env`` in ``state``; ``ValueError`` naming the field, and ``env`` unchanged, when the
-    state does not fit it."""
-    config, names = env.config, list(env.possible_agents)
+def restore(config: SwarmConfig, keep: GroupFilter, state: Any
+            ) -> tuple[RunState, list[str], int]:
+    """The run state, live nodes and round that ``state`` describes, for an env of ``config``
+    whose pools keep groups by ``keep``; ``ValueError`` naming the field when the state does
+    not fit that env (which is then left as it was: nothing is assigned here)."""
+    names = list(config.agent_names)
     if not isinstance(state, Mapping):
         raise ValueError(f"state must be a dict from env.state_dict(), got {type(state).__name__}")
     missing, unknown = set(STATE_KEYS) - set(state), set(state) - set(STATE_KEYS)
@@ -160,21 +202,16 @@ def restore(env: SwarmEnv, state: Any) -> None:
         r, where, int(round_)))
     rngs = _per_node(state, "sampling_rngs", names, names,
                      lambda a, rng, where: generator_from_state(rng, where))
-    pool = SharedPool(config.pool_window, config.pool_capacity, env._keep)
+    pool = SharedPool(config.pool_window, config.pool_capacity, keep)
     pool.load_state_dict(state["pool"], "state['pool']")
-    replay_nodes = names if env._self_replay else []
+    replay_nodes = names if config.external_source == "self_replay" else []
     replay = _per_node(state, "replay", replay_nodes, replay_nodes, lambda a, s, where: _pool(
-        SharedPool(config.pool_window - 1, None, env._keep), s, where))
+        SharedPool(config.pool_window - 1, None, keep), s, where))
     batches = _per_node(state, "batches", agents, names, lambda a, groups, where: _batch(
         groups, where))
     last_round = _last_round(state["last_round"], batches, names)
-
-    # everything is checked: only now does the env change
-    env._seed_sequence, env._questions, env._rngs = seed_sequence, questions, rngs
-    env._pool, env._replay, env._batches = pool, replay, batches
-    env._num_external, env._drawn, env._last_round = num_external, drawn, last_round
-    env._held = held
-    env.agents, env.round = agents, int(round_)
+    return RunState(seed_sequence, questions, rngs, pool, replay, batches, num_external, drawn,
+                    held, last_round), agents, int(round_)
 
 
 def _check_config(saved: Any, own: dict[str, str]) -> None:
@@ -247,7 +284,7 @@ def _batch(groups: Any, where: str) -> tuple[Group, ...]:
     return batch
 
 
-def _last_round(last: Any, batches: Mapping[str, tuple], names: list[str]) -> tuple | None:
+def _last_round(last: Any, batches: Mapping[str, tuple], names: list[str]) -> LastRound | None:
     """``render()``'s record of the last round."""
     if last is None:
         return None
@@ -264,4 +301,5 @@ def _last_round(last: Any, batches: Mapping[str, tuple], names: list[str]) -> tu
     if not set(assemblies) == set(rewards) <= set(names):
         raise ValueError(f"state['last_round'] must describe the same nodes of {names} in "
                          "'rewards' and 'assemblies'")
-    return int(last["round"]), int(last["pool_size"]), rewards, num_external, assemblies
+    return LastRound(int(last["round"]), int(last["pool_size"]), rewards, num_external,
+                     assemblies)

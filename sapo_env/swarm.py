@@ -60,7 +60,7 @@ from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.reputation import group_weights, source_reputation
 from sapo_env.defenses.transport_attacks import tamper
 from sapo_env.pool import SharedPool
-from sapo_env.render import round_table
+from sapo_env.render import LastRound, round_table
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
 from sapo_env.sampling import (
     Assembly,
@@ -72,7 +72,7 @@ from sapo_env.sampling import (
 )
 from sapo_env.scoring.answers import get_extractor
 from sapo_env.scoring.round_scoring import LocalScoring, Scoring, score_round
-from sapo_env.tasks import QuestionSource, reference_answer
+from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
 from sapo_env.types import Group, Observation, make_observation
 
 
@@ -100,9 +100,7 @@ class SwarmEnv(ParallelEnv):
         self._sampler = (None if self.config.external_sampling == "reputation"
                          else get_sampler(self.config.external_sampling))
         self._verifier = PacketVerifier(self.config) if self.config.verify_packets else None
-        self._seed_sequence: np.random.SeedSequence | None = None
-        self._questions: QuestionSource | None = None  # set by reset()
-        self._last_round: tuple | None = None  # what render() describes
+        self._run: env_state.RunState | None = None  # set by reset()
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
         return self._space(self._observation_spaces, spaces.observation_space, agent)
@@ -121,9 +119,9 @@ class SwarmEnv(ParallelEnv):
 
     def _num_questions(self, agent: str) -> int:
         """Questions ``agent`` answers this round (before reset: in round 0)."""
-        if self._questions is None or agent not in self.agents:
+        if self._run is None or agent not in self.agents:
             return self.config.questions_for(self.config.initial_num_external(agent))
-        return len(self._drawn[agent])
+        return len(self._run.drawn[agent])
 
     def reset(
         self, seed: int | None = None, options: dict | None = None
@@ -138,81 +136,83 @@ class SwarmEnv(ParallelEnv):
             if seed is not None:
                 raise ValueError(f"reset got seed={seed!r} and a state: the state holds its "
                                  "own seed; give one of them")
-            env_state.restore(self, options["state"])
+            self._run, self.agents, self.round = env_state.restore(
+                self.config, self._keep, options["state"])
             return self._observations(), {a: {} for a in self.agents}
-        if seed is not None or self._seed_sequence is None:
-            self._seed_sequence = np.random.SeedSequence(seed)
-        question_seq, sampling_seq = self._seed_sequence.spawn(1)[0].spawn(2)
-        self._questions = QuestionSource(self.config, question_seq)
-        self._rngs = {a: np.random.default_rng(s) for a, s in
-                      zip(self.possible_agents, sampling_seq.spawn(len(self.possible_agents)))}
-        self._pool = SharedPool(self.config.pool_window, self.config.pool_capacity, self._keep)
-        # self-replay: each node's own groups of earlier rounds inside the window
-        self._replay = {a: SharedPool(self.config.pool_window - 1, None, self._keep)
-                        for a in self.possible_agents} if self._self_replay else {}
-        self._batches: dict[str, tuple[Group, ...]] = {a: () for a in self.possible_agents}
-        self._num_external = {a: self.config.initial_num_external(a)
-                              for a in self.possible_agents}
-        self.agents = churn.present_at_start(self.possible_agents, self.config.join_rounds)
+        c, nodes = self.config, self.possible_agents
+        seed_sequence = (np.random.SeedSequence(seed) if seed is not None or self._run is None
+                         else self._run.seed_sequence)
+        question_seq, sampling_seq = seed_sequence.spawn(1)[0].spawn(2)
+        questions = QuestionSource(c, question_seq)
+        self.agents = churn.present_at_start(nodes, c.join_rounds)
         self.round = 0
-        self._held: dict[str, int] = {}  # pending node -> the round of the questions it holds
-        self._drawn = self._draw_questions()
-        self._last_round = None
+        num_external = {a: c.initial_num_external(a) for a in nodes}
+        sampling = sampling_seq.spawn(len(nodes))
+        self._run = env_state.RunState(
+            seed_sequence, questions,
+            rngs={a: np.random.default_rng(s) for a, s in zip(nodes, sampling)},
+            pool=SharedPool(c.pool_window, c.pool_capacity, self._keep),
+            # self-replay: each node's own groups of earlier rounds inside the window
+            replay={a: SharedPool(c.pool_window - 1, None, self._keep) for a in nodes}
+            if self._self_replay else {},
+            batches={a: () for a in nodes}, num_external=num_external,
+            drawn=questions.draw_round({a: c.questions_for(num_external[a]) for a in self.agents}))
         return self._observations(), {a: {} for a in self.agents}
 
     def state_dict(self) -> dict[str, Any]:
         """The env's full state as plain, picklable data, for ``reset(options={"state": ...})``
         (:mod:`sapo_env.env_state` lists what it holds)."""
-        return env_state.capture(self)
+        if self._run is None:
+            raise RuntimeError("state_dict() called before reset(): call reset() first")
+        return env_state.capture(self.config, self.round, self.agents, self._run)
 
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return. A live node's
         action may also be ``None`` (offline), ``{"pending": True}`` (still answering) or
         ``{"leave": True}``; late joiners join (``sapo_env.churn``)."""
-        if self._questions is None:
+        if self._run is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
             raise RuntimeError("step() called on a finished run: call reset() first")
+        run = self._run
         playing, absent = churn.split_actions(actions, self.agents)
-        parsed = parse_actions(playing, {a: len(self._drawn[a]) for a in self.agents
+        parsed = parse_actions(playing, {a: len(run.drawn[a]) for a in self.agents
                                          if a not in absent}, self.config)
-        scores = self._score(parsed)  # node -> (questions, L), for the nodes that play
+        scores, failures = self._score(parsed)  # node -> (questions, L); node -> by reason
         empty = np.zeros((0, self.config.completions_per_question), np.float32)
         flat = np.concatenate([*scores.values(), empty])  # every group of the round, in order
         groups = self._groups(parsed, scores, flat)
         # Publishing and assembly run the config's filter and sampler, which may be user code
         # that raises: then the pools and sampling streams are put back as they were.
-        saved = self._sharing_state()
+        saved = run.sharing_state()
         try:
             rejected = self._publish(groups, parsed)
             sampler = self._external_sampler(rejected)
             assemblies = {a: self._assemble(a, groups[a], sampler) for a in parsed}
-            infos = self._infos(groups, scores, flat, parsed, assemblies, rejected)
-            for a in self._replay:  # after assembly: a node replays only earlier rounds
-                self._replay[a].publish(self.round, groups.get(a, []))
+            infos = self._infos(groups, scores, flat, failures, parsed, assemblies, rejected)
+            for a in run.replay:  # after assembly: a node replays only earlier rounds
+                run.replay[a].publish(self.round, groups.get(a, []))
         except BaseException:
-            self._restore_sharing_state(saved)
+            run.restore_sharing_state(saved)
             raise
         # A node that answered nothing (J = train_budget) earned nothing this round.
         rewards = {a: float(scores[a].mean()) if scores[a].size else 0.0 for a in parsed}
-        self._batches = {a: assemblies[a].batch if a in parsed else ()
-                         for a in self.possible_agents}
-        self._last_round = (self.round, len(self._pool), dict(rewards),  # only who played
-                            dict(self._num_external), assemblies)
+        run.batches = {a: assemblies[a].batch if a in parsed else () for a in self.possible_agents}
+        run.last_round = LastRound(self.round, len(run.pool), dict(rewards),  # who played
+                                   dict(run.num_external), assemblies)
         # a pending node keeps its questions (and their round); any other gives them up
-        self._held = {a: self._held.get(a, self.round) for a, s in absent.items()
-                      if s == "pending"}
+        run.held = {a: run.held.get(a, self.round) for a, s in absent.items() if s == "pending"}
         self.round += 1
         finished = self.round >= self.config.max_rounds
         absent.update(dict.fromkeys(churn.joining_at(self.config.join_rounds, self.round),
                                     "joined"))
         rewards.update(dict.fromkeys(absent, 0.0))
-        infos.update({a: churn.absent_info(s, self._num_external[a]) for a, s in absent.items()})
-        self._num_external.update({a: parsed[a].num_external for a in parsed})
+        infos.update({a: churn.absent_info(s, run.num_external[a]) for a, s in absent.items()})
+        run.num_external.update({a: parsed[a].num_external for a in parsed})
         leaving = [a for a, s in absent.items() if s == "left"]
         returning = [a for a in self.possible_agents if a in rewards]  # every key, node order
         self.agents = [a for a in returning if a not in leaving]
-        self._drawn = self._draw_questions()
+        run.drawn = self._draw_questions()
         observations = self._observations(returning)
         terminations = {a: a in leaving for a in returning}
         truncations = {a: finished and a not in leaving for a in returning}
@@ -221,48 +221,38 @@ class SwarmEnv(ParallelEnv):
         return (observations, {a: rewards[a] for a in returning}, terminations, truncations,
                 {a: infos[a] for a in returning})
 
-    def _draw_questions(self) -> dict[str, list]:
+    def _draw_questions(self) -> dict[str, list[DrawnQuestion]]:
         """This round's questions: as many per node as its J in force asks for (a pending node
         keeps those it holds), from the tasks whose first round has come."""
-        fresh = self._questions.draw_round({a: self.config.questions_for(
-            self._num_external[a]) for a in self.agents if a not in self._held}, self.round)
-        return {a: self._drawn[a] if a in self._held else fresh[a] for a in self.agents}
-
-    def _sharing_state(self) -> tuple:
-        return (self._pool.state(), {a: p.state() for a, p in self._replay.items()},
-                {a: r.bit_generator.state for a, r in self._rngs.items()})
-
-    def _restore_sharing_state(self, saved: tuple) -> None:
-        pool, replay, rngs = saved
-        self._pool.restore(pool)
-        for a, state in replay.items():
-            self._replay[a].restore(state)
-        for a, state in rngs.items():
-            self._rngs[a].bit_generator.state = state
+        run = self._run
+        fresh = run.questions.draw_round({a: self.config.questions_for(run.num_external[a])
+                                          for a in self.agents if a not in run.held}, self.round)
+        return {a: run.drawn[a] if a in run.held else fresh[a] for a in self.agents}
 
     @property
     def _self_replay(self) -> bool:
         return self.config.external_source == "self_replay"
 
-    def _score(self, parsed: dict[str, ParsedAction]) -> dict[str, np.ndarray]:
-        """Per node, (its questions, L) verifier scores; failures counted for ``_infos``."""
-        scores, self._scoring_failures = score_round(
-            self._drawn, {a: parsed[a].completions for a in parsed}, self._extract,
+    def _score(self, parsed: dict[str, ParsedAction]
+               ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
+        """Per node that plays, its (questions, L) verifier scores and its scoring failures
+        counted by reason (``sapo_env.scoring.guard``)."""
+        return score_round(
+            self._run.drawn, {a: parsed[a].completions for a in parsed}, self._extract,
             self.config.scoring_limits, self.config.completions_per_question, self._scoring,
             self.config.node_score_budget)
-        return scores
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
                 flat: np.ndarray) -> dict[str, list[Group]]:
         """Every node's groups, with advantages computed for all of them in one call."""
         advantages = group_advantages(flat, self.config.advantage_eps)
-        groups, row = {}, 0
+        run, groups, row = self._run, {}, 0
         for a in parsed:
-            asked = self._held.get(a, self.round)  # the round of its questions
+            asked = run.held.get(a, self.round)  # the round of its questions
             groups[a] = [make_group(a, asked, k, d.question, reference_answer(d.entry),
                                     parsed[a].completions[k], scores[a][k], advantages[row + k],
                                     self.config.system_prompt)
-                         for k, d in enumerate(self._drawn[a])]
+                         for k, d in enumerate(run.drawn[a])]
             row += len(groups[a])
         return groups
 
@@ -270,25 +260,25 @@ class SwarmEnv(ParallelEnv):
                  ) -> Counter:
         """Send the shared groups (forged on the way by adversaries), pool those that pass the
         packet schema and verification; the rejected ones counted by source."""
-        c = self.config
+        c, pool = self.config, self._run.pool
         # a late node's groups older than the pool window are not shared (infos count them)
         built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
-                 if s and self._pool.in_window(g["round"], self.round)]
+                 if s and pool.in_window(g["round"], self.round)]
         sent, rejected = admit(tamper(built, c.adversaries, self._extract, c.advantage_eps),
                                built, self.round, c)
         if self._verifier is not None:
-            staying = [g for g in self._pool.groups if self._pool.in_window(g["round"], self.round)]
-            dealt = {a: [d.question["ref"] for d in self._drawn[a]] for a in parsed}
+            staying = [g for g in pool.groups if pool.in_window(g["round"], self.round)]
+            dealt = {a: [d.question["ref"] for d in self._run.drawn[a]] for a in parsed}
             sent, failed = self._verifier.screen(sent, built, staying, dealt)
             rejected += failed
-        self._pool.publish(self.round, sent)
+        pool.publish(self.round, sent)
         return rejected
 
     def _external_sampler(self, rejected: Counter) -> ExternalSampler:
         """This round's sampler: the config's, with reputations and per-source caps."""
         cap = self.config.max_external_per_source
         if self._sampler is None:  # "reputation": the pool's, after this round's publication
-            pool = self._pool.state_dict()
+            pool = self._run.pool.state_dict()
             reputation = source_reputation(pool["groups"], pool["passes_filter"], rejected)
             return lambda candidates, k, rng: sample_weighted(
                 candidates, k, rng, group_weights(candidates, reputation), cap)
@@ -298,20 +288,23 @@ class SwarmEnv(ParallelEnv):
         """Where ``agent``'s external groups come from: the shared pool without its own
         groups, or (self-replay) its own earlier groups, all of them."""
         if self._self_replay:
-            return self._replay[agent], None
-        return self._pool, agent
+            return self._run.replay[agent], None
+        return self._run.pool, agent
 
     def _assemble(self, agent: str, own: list[Group], sampler: ExternalSampler) -> Assembly:
-        num_external = self._num_external[agent]
+        num_external = self._run.num_external[agent]
         local = [g for g in own if self._keep(g)] if self.config.filter_local else own
         pool, excluded = self._external_source(agent)
         candidates = pool.candidates_for(excluded)
         return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
-                              num_external, self._rngs[agent], sampler)
+                              num_external, self._run.rngs[agent], sampler)
 
-    def _infos(self, groups, scores, flat, parsed, assemblies, rejected
-               ) -> dict[str, dict[str, Any]]:
+    def _infos(self, groups: dict[str, list[Group]], scores: dict[str, np.ndarray],
+               flat: np.ndarray, failures: dict[str, dict[str, int]],
+               parsed: dict[str, ParsedAction], assemblies: dict[str, Assembly],
+               rejected: Counter) -> dict[str, dict[str, Any]]:
         """Per-node facts of the round; deterministic values only (no timings)."""
+        run = self._run
         taken = Counter(g["source"] for a in parsed for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
         # every group's mean and zero-advantage flag in one call, then sliced per node
@@ -328,7 +321,7 @@ class SwarmEnv(ParallelEnv):
             source, others = self._external_source(a)
             infos[a] = {
                 "status": "online",
-                "num_external": self._num_external[a],
+                "num_external": run.num_external[a],
                 "generated_completions": int(scores[a].size),
                 "task_scores": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
                 "local_groups": assemblies[a].num_local,
@@ -340,11 +333,11 @@ class SwarmEnv(ParallelEnv):
                 "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
                 "shared_groups": len(shared),
-                "staleness": self.round - (asked := self._held.get(a, self.round)),
-                "stale_unshared": 0 if self._pool.in_window(asked, self.round) else len(shared),
+                "staleness": self.round - (asked := run.held.get(a, self.round)),
+                "stale_unshared": 0 if run.pool.in_window(asked, self.round) else len(shared),
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
-                "scoring_failures": self._scoring_failures[a],
+                "scoring_failures": failures[a],
                 "rejected_groups": rejected[a],
                 "rejected_groups_swarm": sum(rejected.values()),
             }
@@ -353,14 +346,14 @@ class SwarmEnv(ParallelEnv):
     def _observations(self, nodes: list[str] | None = None) -> dict[str, Observation]:
         """The observations of ``nodes`` (default: the live ones); a node that just left
         gets one with no questions."""
-        c = self.config
+        c, run = self.config, self._run
         return {
             a: make_observation(
                 round=self.round, system_prompt=c.system_prompt,
                 completions_per_question=c.completions_per_question,
-                train_budget=c.train_budget, num_external=self._num_external[a],
-                questions=tuple(d.question for d in self._drawn.get(a, ())),
-                pool=self._pool.from_others(a), batch=self._batches[a])
+                train_budget=c.train_budget, num_external=run.num_external[a],
+                questions=tuple(d.question for d in run.drawn.get(a, ())),
+                pool=run.pool.from_others(a), batch=run.batches[a])
             for a in (self.agents if nodes is None else nodes)
         }
 
@@ -369,7 +362,8 @@ class SwarmEnv(ParallelEnv):
         if self.render_mode is None:
             gymnasium.logger.warn("render() called with render_mode=None; use 'ansi'")
             return None
-        return round_table(self._last_round, self.round, len(self.agents), self.config)
+        last = self._run.last_round if self._run is not None else None
+        return round_table(last, self.round, len(self.agents), self.config)
 
     def close(self) -> None:
         """End the scoring child process, if one was started (``scoring.process_scoring``)."""

@@ -76,16 +76,16 @@ def snapshot(env):
     """Everything a step may change."""
     return {
         "round": env.round,
-        "num_external": dict(env._num_external),
+        "num_external": dict(env._run.num_external),
         "agents": list(env.agents),
-        "pool": [g["id"] for g in env._pool.groups],
-        "replay": {a: [g["id"] for g in p.groups] for a, p in env._replay.items()},
-        "batches": {a: [g["id"] for g in b] for a, b in env._batches.items()},
-        "questions": {a: [d.question["id"] for d in q] for a, q in env._drawn.items()},
-        "rngs": {a: copy.deepcopy(r.bit_generator.state) for a, r in env._rngs.items()},
+        "pool": [g["id"] for g in env._run.pool.groups],
+        "replay": {a: [g["id"] for g in p.groups] for a, p in env._run.replay.items()},
+        "batches": {a: [g["id"] for g in b] for a, b in env._run.batches.items()},
+        "questions": {a: [d.question["id"] for d in q] for a, q in env._run.drawn.items()},
+        "rngs": {a: copy.deepcopy(r.bit_generator.state) for a, r in env._run.rngs.items()},
         "task_rngs": {o: copy.deepcopy(r.bit_generator.state)
-                      for o, r in env._questions._task_rngs.items()},
-        "streams": {o: [s.next_index for s in ss] for o, ss in env._questions._streams.items()},
+                      for o, r in env._run.questions._task_rngs.items()},
+        "streams": {o: [s.next_index for s in ss] for o, ss in env._run.questions._streams.items()},
     }
 
 

@@ -98,7 +98,8 @@ def test_a_restored_env_continues_bit_for_bit(name):
     assert_same(again, observations, "observations")
     assert infos == {a: {} for a in original.agents} and restored.round == original.round == 3
     assert restored.render() == original.render()
-    assert not restored._pool.groups or not restored._pool.groups[0]["rewards"].flags.writeable
+    pooled = restored._run.pool.groups
+    assert not pooled or not pooled[0]["rewards"].flags.writeable
     while original.agents:
         actions = scripted_actions(observations)
         expected = original.step(actions)

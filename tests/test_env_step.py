@@ -115,7 +115,7 @@ def test_paper_protocol_question_counts_follow_J_one_round_later():
             assert len(observations[a]["questions"]) == 8 - asked[k]
             assert env.observation_space(a).contains(observations[a])
         # the pool holds what the others generated: 7 x I at n=8, here the two others' groups
-        assert len(env._pool) == sum(8 - j for j in in_force)
+        assert len(env._run.pool) == sum(8 - j for j in in_force)
         in_force = asked
 
 
@@ -233,8 +233,8 @@ def test_capacity_bounds_the_pool():
     observations, _ = env.reset(seed=0)
     for _ in range(3):  # 6 groups a round
         observations, *_ = env.step(mixed_actions(observations))
-    assert len(observations["node_0"]["pool"]) + 2 == len(env._pool) == 8
-    assert {g["round"] for g in env._pool.groups} == {1, 2}
+    assert len(observations["node_0"]["pool"]) + 2 == len(env._run.pool) == 8
+    assert {g["round"] for g in env._run.pool.groups} == {1, 2}
 
 
 def test_self_replay_uses_own_earlier_groups_only():

@@ -124,7 +124,7 @@ def honest_round(env) -> dict:
     """Each question answered once right, once wrong."""
     return {a: {"completions": tuple(
         (f"<answer>{reference_answer(d.entry)}</answer>", "<answer>no</answer>")
-        for d in env._drawn[a]), "num_external": 0} for a in env.agents}
+        for d in env._run.drawn[a]), "num_external": 0} for a in env.agents}
 
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
@@ -139,7 +139,7 @@ def test_any_action_plays_a_round_or_changes_nothing(task, setting):
     def check(data):
         env.reset(seed=0)
         env.step(honest_round(env))  # something in the pool and the batches
-        refs = {a: [reference_answer(d.entry) for d in env._drawn[a]] for a in env.agents}
+        refs = {a: [reference_answer(d.entry) for d in env._run.drawn[a]] for a in env.agents}
         actions = {a: data.draw(valid_action(refs[a], config.completions_per_question,
                                              config.train_budget, config.max_completion_chars),
                                 label=a) for a in env.agents}
