@@ -5,6 +5,7 @@ are gone after (``local_ray`` is conftest.py's)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from functools import partial
@@ -328,3 +329,76 @@ def test_joint_actors_work_at_the_same_time(local_ray):
     assert time.perf_counter() - start < 3.2
     for node in ("node_0", "node_2"):
         ray.kill(nodes[node].joint_actor.actor)
+
+
+class DiesLearning(DemonstratorAgent):
+    """A demonstrator whose process exits during its ``at``-th update: the Ray actor it lives in
+    dies in the middle of a learn call."""
+
+    def __init__(self, *args, at: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.at, self.updates = at, 0
+
+    def learn(self, batch):
+        self.updates += 1
+        if self.updates == self.at:
+            os._exit(1)
+        return super().learn(batch)
+
+
+def demonstrator_pair(first, dies_learning_at=None):
+    """node_<first> and node_<first + 1> for one joint actor; the second one's process exits in
+    its ``dies_learning_at``-th update (None: never)."""
+    second = DemonstratorAgent(accuracy=0.5, num_external=4, seed=first + 1) \
+        if dies_learning_at is None else \
+        DiesLearning(accuracy=0.5, num_external=4, seed=first + 1, at=dies_learning_at)
+    return {f"node_{first}": DemonstratorAgent(accuracy=0.5, num_external=4, seed=first),
+            f"node_{first + 1}": second}
+
+
+class Live(sapo_env.runtime.Callback):
+    """Records, each round, the actions the runner sent and the nodes still in the swarm; kills
+    a Ray actor once round ``kill_after`` has been played (None: never)."""
+
+    def __init__(self, actor=None, kill_after=None):
+        self.actor, self.kill_after, self.actions, self.live = actor, kill_after, [], []
+
+    def on_run_start(self, env, agents):
+        self.env = env
+
+    def on_round_end(self, record):
+        self.actions.append(dict(record.actions))
+        self.live.append(list(self.env.agents))
+        if record.round == self.kill_after:
+            ray.kill(self.actor)
+
+
+@pytest.mark.parametrize("how, deadline", [("killed", None), ("dies_learning", 10.0)])
+def test_a_joint_actor_that_dies_takes_its_nodes_out_and_the_run_goes_on(local_ray, caplog, how,
+                                                                         deadline):
+    """node_0 and node_1 share one Ray actor, node_2 and node_3 another, node_4 has its own.
+    The first actor dies after round 1 (killed between rounds, or its process exits while its
+    nodes learn from round 1, so their update is lost): in round 2 both its nodes leave the
+    swarm (``{"leave": True}``, logged once), they are gone from then on, and the other nodes
+    play every round, synchronously or with a deadline."""
+    from agents.remote import remote, remote_joint
+
+    dies = how == "dies_learning"
+    nodes = {**remote_joint(partial(demonstrator_pair, 0, 2 if dies else None), num_cpus=0.5),
+             **remote_joint(partial(demonstrator_pair, 2), num_cpus=0.5),
+             "node_4": remote(partial(DemonstratorAgent, accuracy=0.5, num_external=4, seed=4),
+                              num_cpus=0.5)}
+    dying = nodes["node_0"].joint_actor.actor
+    live = Live(dying, None if dies else 1)
+    history = sapo_env.runtime.run(sapo_env.parallel_env(n=5, max_rounds=5), nodes, seed=0,
+                                   progress=False, deadline=deadline, callbacks=[live])
+    assert not np.isnan(history.rewards[:2, :2]).any() and np.isnan(history.rewards[2:, :2]).all()
+    assert not np.isnan(history.rewards[:, 2:]).any()
+    assert [live.actions[2][a] for a in ("node_0", "node_1")] == [{"leave": True}] * 2
+    assert all("node_0" not in actions and "node_1" not in actions
+               for actions in live.actions[3:])
+    assert live.live[1] == [f"node_{i}" for i in range(5)]
+    assert live.live[2] == live.live[3] == ["node_2", "node_3", "node_4"]
+    assert caplog.text.count("node_0, node_1 failed and is removed from the swarm") == 1 + dies
+    for node in ("node_2", "node_4"):
+        ray.kill(nodes[node].joint_actor.actor if node == "node_2" else nodes[node].actor)
