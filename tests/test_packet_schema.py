@@ -232,3 +232,53 @@ def test_the_verifier_names_the_reason():
     accepted, rejected = PacketVerifier(env.config).screen([stolen], dealt=dealt)
     assert accepted == [] and rejected == {stolen["source"]: 1}
     assert PacketVerifier(env.config).screen([group], dealt=dealt)[0] == [group]
+
+
+def test_a_replay_of_a_senders_own_group_across_the_pool_window_boundary(monkeypatch):
+    """With ``pool_window=2`` node_2's group of round 0 stays in the pool in round 1 and leaves
+    it in round 2. node_2 sends an exact copy of it (a fresh id) in round 1 and in round 2. As
+    the verifier's docs say: in round 1 the original is still in the pool, so the copy is a
+    ``duplicate`` (the verifier is shown the pool as it stands this round); in round 2 it has
+    just left, so the copy is no duplicate any more and what stops it is ``not_dealt`` (node_2
+    was not dealt that question this round). Rejected and counted both times, never pooled."""
+    from sapo_env.defenses.packets import PacketVerifier, question_key
+
+    kept, sent_in = [], set()
+
+    def replay_own(group):
+        if group["round"] == 0 and not kept:
+            kept.append(group)
+        if group["round"] in (1, 2) and group["round"] not in sent_in:
+            sent_in.add(group["round"])
+            return [group, {**kept[0], "id": f"node_2/replay/r{group['round']}"}]
+        return [group]
+
+    screen, shown = PacketVerifier.screen, []
+
+    def spy(self, groups, trusted=(), already=(), dealt=None):
+        shown.append(list(already))
+        return screen(self, groups, trusted, already, dealt)
+
+    monkeypatch.setattr(PacketVerifier, "screen", spy)
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",
+                        lambda group, extract, eps: replay_own(group))
+    env = sapo_env.parallel_env(n=3, max_rounds=3, pool_window=2,
+                                adversaries={"node_2": "forge_rewards"})
+    observations, _ = env.reset(seed=3)
+    pools, rejected = [], []
+    for _ in range(3):
+        observations, _, _, _, infos = env.step(answering_1(observations, num_external=2))
+        pools.append(observations["node_0"]["pool"])
+        rejected.append(infos["node_2"]["rejected_groups"])
+    original, key = kept[0], question_key(kept[0])
+    assert [original["id"] in [g["id"] for g in pool] for pool in pools] == [True, True, False]
+    assert [key in {question_key(g) for g in already} for already in shown] \
+        == [False, True, False]
+    assert rejected == [0, 1, 1] and sent_in == {1, 2}
+    assert not any("/replay/" in g["id"] for pool in pools for g in pool)
+    # what stops each copy: in round 1 the pool alone (a duplicate, whatever was dealt); in
+    # round 2 nothing but what node_2 was dealt, since the copy is a genuine group
+    copy = {**original, "id": "node_2/replay/again"}
+    verifier = PacketVerifier(env.config)
+    assert verifier.screen([copy], already=shown[1])[0] == []
+    assert verifier.screen([copy], already=shown[2])[0] == [copy]
