@@ -83,6 +83,43 @@ def test_same_seed_same_episode_and_a_new_episode_without_one():
     assert rewards(second) != rewards(first)
 
 
+def test_reset_with_a_seed_after_other_resets_gives_back_that_seeds_episode():
+    """On one env: reset(seed=7) twice is the same episode; reset() without a seed then
+    continues the stream (a different episode each time, the same ones as on a fresh env seeded
+    7); reset(seed=7) after them is the first episode again."""
+    env = meta.parallel_env(**SMALL_META)
+    first = play(env, 7)
+    assert_same(first, play(env, 7))
+    second, third = play(env, None), play(env, None)
+    assert_same(first, play(env, 7))
+
+    def rewards(trace):
+        return [step[1] for step in trace[1:]]
+
+    assert rewards(second) != rewards(first) and rewards(third) != rewards(second)
+    fresh = meta.parallel_env(**SMALL_META)
+    play(fresh, 7)
+    assert_same(second, play(fresh, None))
+
+
+def test_the_focal_env_reseeds_the_same_way():
+    def episode(env, seed):
+        trace = [env.reset(seed=seed)]
+        truncated = False
+        while not truncated:
+            step = env.step(np.int64(1))
+            truncated = step[3]
+            trace.append(step)
+        return trace
+
+    env = meta.FocalRatioEnv(**SMALL_META)
+    first = episode(env, 5)
+    assert_same(first, episode(env, 5))
+    other = episode(env, None)
+    assert [s[1] for s in other[1:]] != [s[1] for s in first[1:]]
+    assert_same(first, episode(env, 5))
+
+
 def test_actions_set_the_next_rounds_j_and_the_reward_modes():
     env = meta.parallel_env(**SMALL_META, generation_cost=0.01)
     env.reset(seed=0)
