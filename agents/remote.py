@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
-from sapo_env.runtime.agent_calls import NodeFailure, act_all, learn_all
+from sapo_env.runtime.agent_calls import AgentCalls, NodeFailure
 from sapo_env.types import Action, Group, Observation
 
 
@@ -166,15 +166,16 @@ class _Swarm:
         agents = factory()
         self.agents = dict(agents) if isinstance(agents, Mapping) else \
             {f"node_{i}": a for i, a in enumerate(agents)}
+        self.calls = AgentCalls(self.agents)
 
     def names(self) -> list[str]:
         return list(self.agents)
 
     def act(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
-        return act_all(self.agents, observations)
+        return self.calls.act(observations)
 
     def learn(self, batches: Mapping[str, Sequence[Group]]) -> dict[str, dict[str, float]]:
-        return learn_all(self.agents, batches)
+        return self.calls.learn(batches)
 
     def call(self, node: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.agents[node], method)(*args, **kwargs)

@@ -19,13 +19,14 @@ imports it.
 
 from __future__ import annotations
 
-from sapo_env.runtime.agent_calls import Agent, NodeFailure
+from sapo_env.runtime.agent_calls import Agent, AgentCalls, NodeFailure
 from sapo_env.runtime.checkpoint import Checkpoint
 from sapo_env.runtime.records import Callback, History, RatioPolicy, RoundRecord
 from sapo_env.runtime.runner import play_round, run
 
 __all__ = [
     "Agent",
+    "AgentCalls",
     "Callback",
     "Checkpoint",
     "History",

@@ -1,5 +1,6 @@
-"""Calling a swarm's agents: what an agent is, and ``act_all``/``learn_all``, which call every
-node's agent for a round, starting the remote ones first so that they all work at once.
+"""Calling a swarm's agents: what an agent is, and ``AgentCalls``, which calls every node's
+agent for a round, each the way it needs (decided once per run), starting the remote ones first
+so that they all work at once.
 
 - An ``Agent`` has ``act(observation) -> action`` and ``learn(batch) -> dict | None`` (the
   metrics of its update).
@@ -116,74 +117,86 @@ class NodeFailure(RuntimeError):
     and stops the run."""
 
 
-def joint_groups(agents: Mapping[str, Agent], inputs: Mapping[str, Any]
-                 ) -> dict[int, tuple[Any, dict[str, Any]]]:
-    """The nodes of ``inputs`` that act through a joint actor, grouped by it:
-    id(actor) -> (actor, {node: input})."""
-    groups: dict[int, tuple[Any, dict[str, Any]]] = {}
-    for a, value in inputs.items():
-        agent = agents[a]
-        if isinstance(agent, JointMember) and agent.joint_actor is not None:
-            groups.setdefault(id(agent.joint_actor), (agent.joint_actor, {}))[1][a] = value
-    return groups
+class AgentCalls:
+    """How each node's agent is called, decided once, when a run starts: alone in this process
+    (``act``/``learn``), elsewhere (a ``ConcurrentAgent``: ``submit_act``/``submit_learn``),
+    or through the joint actor it shares with other nodes (in this process, or elsewhere: a
+    ``ConcurrentJointActor``). :meth:`act` and :meth:`learn` call every node of a round that
+    way, starting the calls that run elsewhere first, so that they all work at once."""
 
+    def __init__(self, agents: Mapping[str, Agent]):
+        self.agents = dict(agents)
+        self.joint: dict[str, JointActor] = {
+            a: agent.joint_actor for a, agent in self.agents.items()
+            if isinstance(agent, JointMember) and agent.joint_actor is not None}
+        self.concurrent = {a for a, agent in self.agents.items()
+                           if isinstance(agent, ConcurrentAgent)}
+        actors = {id(actor): actor for actor in self.joint.values()}
+        self._remote_joint = {k for k, actor in actors.items()
+                              if isinstance(actor, ConcurrentJointActor)}
+        self._joint_learners = {k for k, actor in actors.items()
+                                if isinstance(actor, JointLearner) and k not in self._remote_joint}
 
-def act_all(agents: Mapping[str, Agent], observations: Mapping[str, Observation]
-            ) -> dict[str, Action]:
-    """The action of each node of ``observations``: nodes sharing a joint actor act in one
-    call, remote nodes and remote joint actors all at once, while the others act."""
-    joint = joint_groups(agents, observations)
-    remote_joint = {k: (actor, group, actor.submit_act_jointly(group))
-                    for k, (actor, group) in joint.items()
-                    if isinstance(actor, ConcurrentJointActor)}
-    pending = {a: agents[a].submit_act(o) for a, o in observations.items()
-               if isinstance(agents[a], ConcurrentAgent)}  # they work while the others act
-    grouped = {a for _, group in joint.values() for a in group}
-    actions = {a: unless_failed(a, agents[a].act, o, failed=LEAVE)
-               for a, o in observations.items() if a not in pending and a not in grouped}
-    calls = [(group, actor.act_jointly, group) for k, (actor, group) in joint.items()
-             if k not in remote_joint]
-    calls += [(group, future.result) for _, group, future in remote_joint.values()]
-    for group, call, *args in calls:
-        acted = unless_failed(", ".join(group), call, *args, failed=None)
-        actions.update(acted if acted is not None else dict.fromkeys(group, LEAVE))
-    actions.update({a: unless_failed(a, future.result, failed=LEAVE)
-                    for a, future in pending.items()})
-    return {a: actions[a] for a in observations}
+    def is_remote(self, node: str) -> bool:
+        """Whether ``node`` runs elsewhere: a ``ConcurrentAgent``, or a member of a
+        ``ConcurrentJointActor``."""
+        return node in self.concurrent or (
+            node in self.joint and id(self.joint[node]) in self._remote_joint)
 
+    def act(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
+        """The action of each node of ``observations``: nodes sharing a joint actor act in one
+        call, remote nodes and remote joint actors all at once, while the others act."""
+        joint = self._by_actor(observations)
+        remote_joint = {k: (group, actor.submit_act_jointly(group))
+                        for k, (actor, group) in joint.items() if k in self._remote_joint}
+        pending = {a: self.agents[a].submit_act(o) for a, o in observations.items()
+                   if a in self.concurrent and a not in self.joint}  # work while others act
+        actions = {a: unless_failed(a, self.agents[a].act, o, failed=LEAVE)
+                   for a, o in observations.items() if a not in pending and a not in self.joint}
+        calls = [(group, actor.act_jointly, group) for k, (actor, group) in joint.items()
+                 if k not in remote_joint]
+        calls += [(group, future.result) for group, future in remote_joint.values()]
+        for group, call, *args in calls:
+            acted = unless_failed(", ".join(group), call, *args, failed=None)
+            actions.update(acted if acted is not None else dict.fromkeys(group, LEAVE))
+        actions.update({a: unless_failed(a, future.result, failed=LEAVE)
+                        for a, future in pending.items()})
+        return {a: actions[a] for a in observations}
 
-def learn_all(agents: Mapping[str, Agent], batches: Mapping[str, Sequence[Group]]
-              ) -> dict[str, dict[str, float]]:
-    """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote
-    joint actor in one call, learn at the same time; the nodes of an in-process joint learner
-    learn in one call."""
-    joint = list(joint_groups(agents, batches).values())
-    remote_joint = [(group, actor.submit_learn_jointly(group)) for actor, group in joint
-                    if isinstance(actor, ConcurrentJointActor)]
-    local_joint = [(group, actor) for actor, group in joint
-                   if isinstance(actor, JointLearner) and not isinstance(actor,
-                                                                         ConcurrentJointActor)]
-    grouped = {a for group, _ in remote_joint + local_joint for a in group}
-    pending = {a: agents[a].submit_learn(b) for a, b in batches.items()
-               if isinstance(agents[a], ConcurrentAgent) and a not in grouped}
-    learned = {a: unless_failed(a, agents[a].learn, b, failed=None)
-               for a, b in batches.items() if a not in pending and a not in grouped}
-    for group, actor in local_joint:
-        learned.update(unless_failed(", ".join(group), actor.learn_jointly, group, failed=None)
-                       or dict.fromkeys(group))
-    for group, future in remote_joint:
-        learned.update(unless_failed(", ".join(group), future.result, failed=None)
-                       or dict.fromkeys(group))
-    learned.update({a: unless_failed(a, future.result, failed=None)
-                    for a, future in pending.items()})
-    return {a: dict(learned[a] or {}) for a in batches}
+    def learn(self, batches: Mapping[str, Sequence[Group]]) -> dict[str, dict[str, float]]:
+        """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote
+        joint actor in one call, learn at the same time; the nodes of an in-process joint
+        learner learn in one call; the other members of an in-process joint actor learn
+        alone."""
+        joint = {k: (actor, group) for k, (actor, group) in self._by_actor(batches).items()
+                 if k in self._remote_joint or k in self._joint_learners}
+        remote_joint = [(group, actor.submit_learn_jointly(group))
+                        for k, (actor, group) in joint.items() if k in self._remote_joint]
+        grouped = {a for _, group in joint.values() for a in group}
+        pending = {a: self.agents[a].submit_learn(b) for a, b in batches.items()
+                   if a in self.concurrent and a not in grouped}
+        learned = {a: unless_failed(a, self.agents[a].learn, b, failed=None)
+                   for a, b in batches.items() if a not in pending and a not in grouped}
+        for k, (actor, group) in joint.items():
+            if k in self._joint_learners:
+                learned.update(unless_failed(", ".join(group), actor.learn_jointly, group,
+                                             failed=None) or dict.fromkeys(group))
+        for group, future in remote_joint:
+            learned.update(unless_failed(", ".join(group), future.result, failed=None)
+                           or dict.fromkeys(group))
+        learned.update({a: unless_failed(a, future.result, failed=None)
+                        for a, future in pending.items()})
+        return {a: dict(learned[a] or {}) for a in batches}
 
-
-def is_remote(agent: Any) -> bool:
-    """Whether ``agent`` runs elsewhere: a ``ConcurrentAgent``, or a member of a
-    ``ConcurrentJointActor``."""
-    joint = getattr(agent, "joint_actor", None) if isinstance(agent, JointMember) else None
-    return isinstance(agent, ConcurrentAgent) or isinstance(joint, ConcurrentJointActor)
+    def _by_actor(self, inputs: Mapping[str, Any]) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """The nodes of ``inputs`` that act through a joint actor, grouped by it:
+        id(actor) -> (actor, {node: input})."""
+        groups: dict[int, tuple[Any, dict[str, Any]]] = {}
+        for a, value in inputs.items():
+            if a in self.joint:
+                actor = self.joint[a]
+                groups.setdefault(id(actor), (actor, {}))[1][a] = value
+        return groups
 
 
 class Refusals:
@@ -205,14 +218,13 @@ class Refusals:
         self.limit = limit
         self.in_a_row: dict[str, int] = {}  #: remote node -> rounds refused in a row
 
-    def screen(self, env: Any, agents: Mapping[str, Agent],
-               observations: Mapping[str, Observation], actions: dict[str, Any]
-               ) -> dict[str, str]:
+    def screen(self, env: Any, calls: AgentCalls, observations: Mapping[str, Observation],
+               actions: dict[str, Any]) -> dict[str, str]:
         """Refuse, in place, the remote nodes' actions the env would refuse; the errors."""
         refused = {}
         for a, action in actions.items():
             if action is None or is_leave(action) or is_pending(action) \
-                    or not is_remote(agents[a]):
+                    or not calls.is_remote(a):
                 continue
             try:
                 parse_action(a, action, len(observations[a]["questions"]), env.config)

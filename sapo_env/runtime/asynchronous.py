@@ -43,14 +43,7 @@ from concurrent.futures import Future, wait
 from typing import Any
 
 from sapo_env.churn import LEAVE, PENDING
-from sapo_env.runtime.agent_calls import (
-    Agent,
-    ConcurrentAgent,
-    Refusals,
-    act_all,
-    learn_all,
-    unless_failed,
-)
+from sapo_env.runtime.agent_calls import AgentCalls, Refusals, unless_failed
 from sapo_env.runtime.records import RoundRecord, online, with_num_external
 from sapo_env.types import Observation
 
@@ -59,14 +52,14 @@ class AsyncRounds:
     """Plays a run's rounds with a deadline (see the module docstring); holds the calls in
     flight from one round to the next."""
 
-    def __init__(self, agents: Mapping[str, Agent], deadline: float,
+    def __init__(self, calls: AgentCalls, deadline: float,
                  refusals: Refusals | None = None, startup_timeout: float = 600.0):
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
             raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
-        if not any(isinstance(a, ConcurrentAgent) for a in agents.values()):
+        if not calls.concurrent:
             raise ValueError("deadline applies to remote nodes (agents.remote: ConcurrentAgent"
                              "s), which it waits for at most that long; none of the agents is one")
-        self.agents, self.deadline = agents, float(deadline)
+        self.calls, self.deadline = calls, float(deadline)
         self.refusals = refusals or Refusals()
         self.startup_timeout, self.started = startup_timeout, False
         self.acting: dict[str, Future] = {}  # remote node -> its act in flight
@@ -75,16 +68,16 @@ class AsyncRounds:
     def play(self, env: Any, observations: Mapping[str, Observation],
              num_external: Mapping[str, int] | None = None) -> RoundRecord:
         """One round (``sapo_env.runtime.runner.play_round``'s contract, with the deadline)."""
-        remote = [a for a in env.agents if isinstance(self.agents[a], ConcurrentAgent)]
+        agents = self.calls.agents
+        remote = [a for a in env.agents if a in self.calls.concurrent]
         if not self.started:
-            wait([self.agents[a].submit_ready() for a in remote], timeout=self.startup_timeout)
+            wait([agents[a].submit_ready() for a in remote], timeout=self.startup_timeout)
             self.started = True
         round_, began = env.round, time.monotonic()
         for a in remote:
             if a not in self.acting:
-                self.acting[a] = self.agents[a].submit_act(observations[a])
-        actions = act_all(self.agents, {a: observations[a] for a in env.agents
-                                        if a not in self.acting})
+                self.acting[a] = agents[a].submit_act(observations[a])
+        actions = self.calls.act({a: observations[a] for a in env.agents if a not in self.acting})
         self._wait_until(began + self.deadline)
         for a in remote:
             if self.acting[a].done():
@@ -92,12 +85,12 @@ class AsyncRounds:
             else:
                 actions[a] = PENDING
         actions = with_num_external({a: actions[a] for a in env.agents}, num_external)
-        refused = self.refusals.screen(env, self.agents, observations, actions)
+        refused = self.refusals.screen(env, self.calls, observations, actions)
         observations, rewards, _, _, infos = env.step(actions)
         played = online(rewards, infos)
-        learned = learn_all(self.agents, {a: observations[a]["batch"] for a in played
-                                          if a not in remote})
-        self.learning += [(a, self.agents[a].submit_learn(observations[a]["batch"]))
+        learned = self.calls.learn({a: observations[a]["batch"] for a in played
+                                    if a not in remote})
+        self.learning += [(a, agents[a].submit_learn(observations[a]["batch"]))
                           for a in played if a in remote]
         for a in set(self.acting) - set(env.agents):  # left: what it still sends is dropped
             del self.acting[a]

@@ -105,14 +105,16 @@ class History:
         return self.rewards[:, self.agents.index(agent)]
 
 
-def with_num_external(actions: dict[str, Any], num_external: Mapping[str, int] | None
+def with_num_external(actions: Mapping[str, Any], num_external: Mapping[str, int] | None
                       ) -> dict[str, Any]:
-    """``actions`` with the ratio policies' J in those of the nodes that play."""
-    for a, j in (num_external or {}).items():
-        action = actions[a]  # None, leave or pending: the node does not play
-        if action is not None and not is_leave(action) and not is_pending(action):
-            actions[a] = {**action, "num_external": j}
-    return actions
+    """A copy of ``actions`` in which each node of ``num_external`` that plays has that J: the
+    one place where a ratio policy's J replaces the one its node's agent chose (synchronous and
+    asynchronous rounds both call it; the agent's own choice is ignored, and the round's
+    record holds the J the env saw)."""
+    playing = {a: j for a, j in (num_external or {}).items() if actions[a] is not None
+               and not is_leave(actions[a]) and not is_pending(actions[a])}
+    return {a: {**action, "num_external": playing[a]} if a in playing else action
+            for a, action in actions.items()}
 
 
 def online(rewards: Mapping[str, float], infos: Mapping[str, Mapping[str, Any]]) -> list[str]:

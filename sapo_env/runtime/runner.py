@@ -45,7 +45,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from sapo_env.runtime import checkpoint as checkpoints
-from sapo_env.runtime.agent_calls import Agent, Refusals, act_all, learn_all
+from sapo_env.runtime.agent_calls import Agent, AgentCalls, Refusals
 from sapo_env.runtime.asynchronous import AsyncRounds
 from sapo_env.runtime.checkpoint import Checkpoint
 from sapo_env.runtime.records import (
@@ -88,9 +88,10 @@ def run(
     action raises, since it is a bug in the caller's code.
     """
     agents = _by_name(env, agents)
+    calls = AgentCalls(agents)  # how each node is called, decided once for the run
     refusals = Refusals(remove_after_refusals)
     if deadline is not None:
-        asynchronous = AsyncRounds(agents, deadline, refusals)
+        asynchronous = AsyncRounds(calls, deadline, refusals)
     policies = dict(ratio_policies or {})
     unknown = sorted(set(policies) - set(env.possible_agents))
     if unknown:
@@ -137,7 +138,7 @@ def run(
             break
         chosen = {a: _chosen_j(a, policies[a], observations[a], env.config.train_budget)
                   for a in env.agents if a in policies}
-        record = play_round(env, agents, observations, chosen, refusals) if deadline is None \
+        record = play_round(env, calls, observations, chosen, refusals) if deadline is None \
             else asynchronous.play(env, observations, chosen)
         observations, infos = record.observations, record.infos
         for a, r in record.rewards.items():
@@ -165,7 +166,7 @@ def run(
 
 def play_round(
     env: Any,
-    agents: Mapping[str, Agent],
+    agents: AgentCalls | Mapping[str, Agent],
     observations: Mapping[str, Observation],
     num_external: Mapping[str, int] | None = None,
     refusals: Refusals | None = None,
@@ -174,14 +175,16 @@ def play_round(
     ``num_external`` names the node), the env steps, every node that got a reward learns.
     The record's ``round`` is the round played and its ``observations`` those after the step.
     ``refusals`` screens the remote nodes' actions and counts refusals across rounds (None:
-    a fresh ``Refusals()``, which counts this round only)."""
+    a fresh ``Refusals()``, which counts this round only). ``agents``: node -> agent, or the
+    ``AgentCalls`` of a run that plays many rounds (``run`` builds it once)."""
+    calls = agents if isinstance(agents, AgentCalls) else AgentCalls(agents)
     round_ = env.round
-    actions = with_num_external(act_all(agents, {a: observations[a] for a in env.agents}),
+    actions = with_num_external(calls.act({a: observations[a] for a in env.agents}),
                                 num_external)
-    refused = (refusals or Refusals()).screen(env, agents, observations, actions)
+    refused = (refusals or Refusals()).screen(env, calls, observations, actions)
     observations, rewards, _, _, infos = env.step(actions)
     played = online(rewards, infos)
-    learned = learn_all(agents, {a: observations[a]["batch"] for a in played})
+    learned = calls.learn({a: observations[a]["batch"] for a in played})
     return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
                        {a: infos[a] for a in played}, learned, refused)
 
