@@ -18,7 +18,7 @@ import sapo_env.runtime
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 # (page, index of the python block on it) of the examples that run here
-RUN = {("environment.md", 0), ("hostile-nodes.md", 0), ("ratio-policies.md", 0)}
+RUN = {("agents.md", 0), ("environment.md", 0), ("hostile-nodes.md", 0), ("ratio-policies.md", 0)}
 
 
 def python_blocks() -> list[tuple[str, int, str]]:
