@@ -483,6 +483,55 @@ def test_attack_quick_runs_resumes_and_repeats_itself(tmp_path, capsys):
             __import__("argparse").ArgumentParser()).parse_args(["--fractions", "0.01"]))
 
 
+def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
+    """``attack`` runs through the shared skeleton (sapo_experiments.sweep): every run of the
+    grid, each file holding what ``compute`` makes of its spec alone, under the key the
+    harness computed before the skeleton (so finished runs stay reusable), and summary.json
+    holding the cells of those runs with the settings it always had."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from agents.simulated import SimulatedLearnerConfig
+    from sapo_env import __version__
+    from sapo_experiments.attack import AttackConfig, RunSpec, attack
+    from sapo_experiments.attack.config import CLEAN, DEFENSES
+    from sapo_experiments.attack.report import summarise
+    from sapo_experiments.attack.sweep import compute
+    from sapo_experiments.run_files import load_run
+
+    config = AttackConfig(quick=True, attacks=("forge_rewards",), seeds=2, rounds=4, n_agents=4,
+                          jobs=1, progress=False, plots=False, out=tmp_path)
+    attack(config)
+    specs = [RunSpec(a, f, d, k, config) for a, f in ((CLEAN, 0.0), ("forge_rewards", 0.3))
+             for d in ("none", "all") for k in range(2)]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
+        f"{s.name}.npz" for s in specs)
+    cells: dict[tuple, list] = {}
+    for spec in specs:
+        saved, alone = load_run(spec.path), compute(spec).arrays
+        assert set(saved) == {"meta", *alone}
+        for name in alone:
+            if not name.endswith("seconds"):  # wall times differ from run to run
+                np.testing.assert_array_equal(saved[name], alone[name], err_msg=spec.name)
+        old_key = {"version": __version__, "attack": spec.attack, "fraction": spec.fraction,
+                   "defense": DEFENSES[spec.defense], "seed": spec.seed_index, "base_seed": 0,
+                   "rounds": 4, "n_agents": 4, "learner": repr(SimulatedLearnerConfig())}
+        assert saved["meta"]["key"] == hashlib.sha256(
+            json.dumps(old_key, sort_keys=True).encode()).hexdigest()[:16]
+        cells.setdefault((spec.attack, spec.fraction, spec.defense), []).append(saved)
+    assert np.any(load_run(specs[-1].path)["rejected"] > 0)  # not vacuous: the attack ran
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
+                             "run_seconds_total", "cells"]
+    assert summary["jobs"] == 1 and set(summary["settings"]) == {
+        "out", "attacks", "fractions", "ablation", "ablation_fraction", "seeds", "base_seed",
+        "rounds", "n_agents", "jobs", "ray", "resume", "plots", "progress", "quick",
+        "defenses", "targets"}
+    expected = [dataclasses.asdict(c) for c in summarise(config, cells)]
+    assert json.dumps(summary["cells"]) == json.dumps(expected, default=str)
+
+
 @pytest.mark.parametrize("module", ["sapo_env.defenses.transport_attacks",
                                     "sapo_env.defenses.packets", "sapo_env.defenses.reputation"])
 def test_docstring_examples(module):

@@ -32,16 +32,12 @@ seed.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sapo_env.defenses.transport_attacks import TRANSPORT_ATTACK_NAMES, adversary_nodes
 from sapo_env.validation import check_int
-from sapo_experiments.ray_runs import RayOptions, check_ray
+from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key
 
 ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam", "replay",
                             "flood", "sybil", "held_out", "future_round", "malformed", "garbage",
@@ -72,16 +68,20 @@ TARGETS: dict[str, tuple[str, ...]] = {
 column shows it)."""
 HONEST_J = 4  #: every honest node's J (the paper's best, 4/4)
 
-FULL = {"rounds": 160, "seeds": 3, "fractions": (0.1, 0.3, 0.5)}
-QUICK = {"rounds": 8, "seeds": 2, "fractions": (0.3,)}
+FULL = {"rounds": 160, "seeds": 3, "fractions": (0.1, 0.3, 0.5), "ablation": True,
+        "out": "out/attack"}
+QUICK = {"rounds": 8, "seeds": 2, "fractions": (0.3,), "ablation": False,
+         "out": "out/attack-quick"}
 
 
 @dataclass(frozen=True)
-class AttackConfig:
-    """Settings of the attack experiment. ``quick=True`` changes the defaults marked (quick)."""
+class AttackConfig(SweepConfig):
+    """Settings of the attack experiment (and ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``,
+    ``jobs``, ``ray``, ...). A field left at None takes ``FULL``'s value, or with
+    ``quick=True`` (a smoke test of a few seconds, too short to conclude anything, as its table
+    says) ``QUICK``'s: seeds per cell 3, quick 2 (paired across cells); rounds per run 160,
+    quick 8; output folder ``out/attack``, quick ``out/attack-quick``."""
 
-    out: str | Path | None = None
-    """Output folder (None: ``out/attack``, quick ``out/attack-quick``)."""
     attacks: tuple[str, ...] = ATTACKS
     """Attacks to run, of ``ATTACKS``."""
     fractions: tuple[float, ...] | None = None
@@ -91,38 +91,14 @@ class AttackConfig:
     yes, quick no)."""
     ablation_fraction: float = 0.3
     """The fraction of the single-defense runs and of the goal."""
-    seeds: int | None = None
-    """Seeds per cell (None: 3, quick 2), paired across cells."""
-    base_seed: int = 0
-    """Root of every seed (the env and learner seeds are ``sapo-env reproduce``'s)."""
-    rounds: int | None = None
-    """Rounds per run (None: 160, quick 8)."""
     n_agents: int = 10
     """Nodes per swarm; 10 makes 10, 30 and 50% whole nodes."""
-    jobs: int | None = None
-    """Runs in parallel processes; None: one per CPU core."""
-    ray: RayOptions | None = None
-    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
-    at None): same runs, scheduled by Ray. None: processes on this machine."""
-    resume: bool = True
-    """Reuse finished runs in ``out/runs`` whose settings match."""
-    plots: bool = True
-    """Write the figure (needs matplotlib)."""
-    progress: bool = True
-    """Show a progress bar over runs."""
-    quick: bool = False
-    """A smoke test of a few seconds: too short to conclude anything, and its table says so."""
+
+    def presets(self) -> dict[str, Any]:
+        return QUICK if self.quick else FULL
 
     def __post_init__(self) -> None:
-        preset = QUICK if self.quick else FULL
-        for name in ("rounds", "seeds", "fractions"):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, preset[name])
-        if self.ablation is None:
-            object.__setattr__(self, "ablation", not self.quick)
-        if self.out is None:
-            object.__setattr__(self, "out", "out/attack-quick" if self.quick else "out/attack")
-        object.__setattr__(self, "out", Path(self.out))
+        super().__post_init__()
         unknown = [a for a in self.attacks if a not in ATTACKS]
         if unknown or not self.attacks:
             raise ValueError(f"attacks must be among {list(ATTACKS)}, got {list(self.attacks)}")
@@ -132,17 +108,13 @@ class AttackConfig:
             if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f < 1.0:
                 raise ValueError(f"fractions must be numbers in (0, 1), got {f!r}")
         object.__setattr__(self, "fractions", fractions)
-        for name in ("seeds", "rounds", "n_agents"):
-            check_int(name, getattr(self, name), 1)
+        check_int("n_agents", self.n_agents, 1)
         for f in (*fractions, self.ablation_fraction):
             k = len(adversary_nodes(self.n_agents, f))
             if k == 0 or k == self.n_agents:
                 raise ValueError(f"fraction {f} of n_agents={self.n_agents} makes {k} "
                                  "adversaries: expected at least one adversary and one honest "
                                  "node")
-        if self.jobs is not None:
-            check_int("jobs", self.jobs, 1)
-        check_ray(self.ray, self.jobs)
 
     def specs(self) -> list[RunSpec]:
         """Every run of the grid (see the module docstring), clean runs first."""
@@ -155,9 +127,12 @@ class AttackConfig:
         cells = list(dict.fromkeys(cells))
         return [RunSpec(a, f, d, k, self) for a, f, d in cells for k in range(self.seeds)]
 
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "defenses": DEFENSES, "targets": TARGETS}
+
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(RunSpecBase):
     """One run: an attack by a fraction of the nodes against a defense, under one seed."""
 
     attack: str
@@ -171,10 +146,6 @@ class RunSpec:
         return f"{self.attack}_{round(self.fraction * 100)}_{self.defense}_seed{self.seed_index}"
 
     @property
-    def path(self) -> Path:
-        return Path(self.config.out) / "runs" / f"{self.name}.npz"
-
-    @property
     def transport(self) -> bool:
         """Whether the attack forges packets (an env setting) rather than text (agents)."""
         return self.attack in TRANSPORT_ATTACK_NAMES
@@ -185,22 +156,10 @@ class RunSpec:
                                                                self.fraction)
 
     def key(self) -> str:
-        """A digest of everything that determines the run's outcome (for resuming)."""
         from agents.simulated import SimulatedLearnerConfig
-        from sapo_env import __version__
 
         c = self.config
-        payload = {"version": __version__, "attack": self.attack, "fraction": self.fraction,
-                   "defense": DEFENSES[self.defense], "seed": self.seed_index,
-                   "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
-                   "learner": repr(SimulatedLearnerConfig())}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def settings_dict(config: AttackConfig) -> dict[str, Any]:
-    """The settings as JSON-ready data (for summary.json)."""
-    out = dataclasses.asdict(config)
-    out["out"] = str(config.out)
-    out["defenses"] = DEFENSES
-    out["targets"] = TARGETS
-    return out
+        return run_key({"attack": self.attack, "fraction": self.fraction,
+                        "defense": DEFENSES[self.defense], "seed": self.seed_index,
+                        "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
+                        "learner": repr(SimulatedLearnerConfig())})

@@ -1,9 +1,9 @@
-"""Running the attack experiment: one swarm per attack, fraction, defense and seed, in worker
-processes or Ray tasks, resumable; then the tables, the figure and the summary."""
+"""The attack experiment's runs: one swarm per attack, fraction, defense and seed
+(``compute``), and their report (``report``: the tables and the figure);
+``sapo_experiments.sweep`` runs them, in worker processes or Ray tasks, resumable."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,11 +18,10 @@ from sapo_experiments.attack.config import (
     LEARNER_SWITCHES,
     AttackConfig,
     RunSpec,
-    settings_dict,
 )
 from sapo_experiments.attack.report import Cell, format_markdown, plot_attacks, summarise
-from sapo_experiments.reproduce.config import seeds_of
-from sapo_experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
+from sapo_experiments.run_files import RunFile
+from sapo_experiments.sweep import SweepResult, group_runs, run_sweep, seeds_of, total_seconds
 
 
 def attack_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -97,42 +96,25 @@ def compute(spec: RunSpec) -> RunFile:
                                      "round_seconds": np.array(seconds)})
 
 
-@dataclass
-class AttackResult:
+@dataclass(kw_only=True)
+class AttackResult(SweepResult):
     config: AttackConfig
     cells: list[Cell]
-    files: list[Path]
-    seconds: float
 
-    @property
-    def table_markdown(self) -> str:
-        return format_markdown(self.cells, self.config)
+
+def report(config: AttackConfig, finished: list[tuple[RunSpec, dict[str, Any]]]
+           ) -> AttackResult:
+    """The tables and the figure of the honest nodes' reward."""
+    cells = summarise(config, group_runs(finished, lambda s: (s.attack, s.fraction, s.defense)))
+    figure = config.out / "honest_reward.png"
+    return AttackResult(
+        config=config, cells=cells, table_markdown=format_markdown(cells, config),
+        files=[plot_attacks(config, cells, figure)] if config.plots else [],
+        summary={"run_seconds_total": total_seconds(finished),
+                 "cells": [asdict(x) for x in cells]})
 
 
 def attack(config: AttackConfig | None = None) -> AttackResult:
     """Run (or resume) the experiment and write the tables, figure and summary to
     ``config.out``."""
-    config = config or AttackConfig()
-    started = time.perf_counter()
-    out = Path(config.out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    specs = config.specs()
-    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
-    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    run_all(compute, todo, len(specs) - len(todo), jobs, config.progress, config.ray)
-    runs: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
-    for spec in specs:
-        runs.setdefault((spec.attack, spec.fraction, spec.defense), []).append(
-            load_run(spec.path))
-    cells = summarise(config, runs)
-    files = [out / "results.md"]
-    files[0].write_text(format_markdown(cells, config))
-    if config.plots:
-        files.append(plot_attacks(config, cells, out / "honest_reward.png"))
-    seconds = time.perf_counter() - started
-    files.append(write_summary(
-        out / "summary.json", seconds, None if config.ray else jobs, settings_dict(config),
-        # the runs' own time, kept across resumes (wall_seconds counts only this call)
-        run_seconds_total=round(sum(r["meta"]["seconds"] for rs in runs.values() for r in rs), 1),
-        cells=[asdict(x) for x in cells]))
-    return AttackResult(config, cells, files, seconds)
+    return run_sweep(config or AttackConfig(), compute, report)
