@@ -25,6 +25,11 @@ Several nodes can share one actor (``remote_joint``, ``remote_swarm(..., nodes_p
 a shared base model, or light nodes for which a remote call per node and round would cost more
 than their work. The actors run at once; the nodes inside one run one after the other.
 
+An actor loads reasoning-gym (about 3 s of imports) when it builds its node, whether or not
+the node re-derives questions with it (demonstrators and simulated learners do): ``import
+sapo_env`` does not load it, and a node's first act would otherwise pay for it, against the
+first deadline of an asynchronous run that waited for the actors to be up.
+
 When an actor dies (its process, or its machine), its calls raise ``sapo_env.runtime.NodeFailure``:
 the runner removes the node from the swarm and the run goes on. With ``sapo_env.runtime.run(...,
 deadline=...)`` the rounds do not wait for slow nodes (``sapo_env.runtime.asynchronous``).
@@ -38,6 +43,7 @@ from functools import partial
 from typing import Any
 
 from sapo_env.runtime.agent_calls import AgentCalls, NodeFailure
+from sapo_env.scoring.rg_fixes import load_reasoning_gym
 from sapo_env.types import Action, Group, Observation
 
 
@@ -65,6 +71,7 @@ class _Node:
 
     def __init__(self, factory: Callable[[], Any]):
         self.agent = factory()
+        load_reasoning_gym()  # part of start-up, not of the first act (see below)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.agent, method)(*args, **kwargs)
@@ -164,6 +171,7 @@ class _Swarm:
 
     def __init__(self, factory: Callable[[], Mapping[str, Any] | Sequence[Any]]):
         agents = factory()
+        load_reasoning_gym()  # part of start-up, as in _Node
         self.agents = dict(agents) if isinstance(agents, Mapping) else \
             {f"node_{i}": a for i, a in enumerate(agents)}
         self.calls = AgentCalls(self.agents)
