@@ -186,6 +186,50 @@ def test_same_seed_same_table_and_resume_reuses_runs(tmp_path):
     assert fresh.table_markdown == first.table_markdown
 
 
+def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
+    """``bench`` runs through the shared skeleton (sapo_experiments.sweep): every policy in
+    every scenario under every seed, each file holding what ``compute`` makes of its spec
+    alone, under the key the harness computed before the skeleton (so finished runs stay
+    reusable), and summary.json holding the tables of those runs with the settings it always
+    had."""
+    import hashlib
+
+    from sapo_env import __version__
+
+    config = BenchConfig(out=tmp_path, policies=("fixed-4", "exp3"), scenarios=("focal",),
+                         rounds=6, seeds=2, n_agents=3, jobs=1, progress=False, plots=False,
+                         tuned=None)
+    bench(config)
+    specs = [RunSpec(p, "focal", k, config) for k in range(2) for p in ("fixed-4", "exp3")]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
+        f"{s.name}.npz" for s in specs)
+    runs: dict[tuple, list] = {}
+    for spec in specs:
+        saved, alone = load_run(spec.path), compute(spec).arrays
+        assert set(saved) == {"meta", *alone}
+        for name, array in alone.items():
+            np.testing.assert_array_equal(saved[name], array, err_msg=f"{spec.name}: {name}")
+        old_key = {"version": __version__, "policy": spec.policy, "scenario": "focal",
+                   "seed": spec.seed_index, "base_seed": 0, "rounds": 6, "n_agents": 3,
+                   "learner": learners.describe(config.learner), "model": None,
+                   "policy_source": None, "kwargs": {}}
+        assert saved["meta"]["key"] == hashlib.sha256(
+            json.dumps(old_key, sort_keys=True).encode()).hexdigest()[:16]
+        runs.setdefault(("focal", spec.policy), []).append(saved)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
+                             "run_seconds_total", "run_cpu_seconds_total", "tuning",
+                             "headroom", "rows"]
+    assert summary["jobs"] == 1 and set(summary["settings"]) == {
+        "out", "policies", "scenarios", "sb3_model", "seeds", "tune_seeds", "base_seed",
+        "rounds", "n_agents", "learner", "tuned", "jobs", "ray", "resume", "plots",
+        "progress", "quick"}
+    headroom, rows = summarise(config, runs)
+    assert json.dumps([summary["headroom"], summary["rows"]]) == json.dumps(
+        [[dataclasses.asdict(h) for h in headroom], [dataclasses.asdict(r) for r in rows]])
+    assert rows[0].cumulative > 0  # not vacuous: the nodes earned something
+
+
 def test_quick_cli_in_worker_processes(tmp_path, capsys):
     bench_cli.main(["--quick", "--rounds", "6", "--nodes", "3", "--policies", "fixed-4",
                     "thompson", "--jobs", "2", "--out", str(tmp_path), "--no-progress",

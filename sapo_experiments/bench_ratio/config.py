@@ -35,7 +35,7 @@ from sapo_experiments.bench_ratio.policies import (
 )
 from sapo_experiments.bench_ratio.scenarios import SCENARIOS
 from sapo_experiments.learners import AgentFactory
-from sapo_experiments.ray_runs import RayOptions, check_ray
+from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key
 
 TRAINING_SEED_START = 1000  #: tuning and the oracle search use seeds 1000, 1001, ...
 
@@ -57,19 +57,25 @@ DEFAULT_SCENARIOS = ("adversarial", "on-off", "drift")
 ``all``, ``focal``, ``mixed``, ``curriculum`` and ``churn`` the oracle does not beat the
 best fixed ratio beyond its CI, so no policy can be ranked on adaptation there; they stay
 playable with ``scenarios=``."""
-FULL = {"rounds": 300, "seeds": 10, "tune_seeds": 3, "scenarios": DEFAULT_SCENARIOS}
-QUICK = {"rounds": 40, "seeds": 2, "tune_seeds": 2, "scenarios": ("focal", "adversarial")}
+FULL = {"rounds": 300, "seeds": 10, "tune_seeds": 3, "scenarios": DEFAULT_SCENARIOS,
+        "out": "out/bench-ratio"}
+QUICK = {"rounds": 40, "seeds": 2, "tune_seeds": 2, "scenarios": ("focal", "adversarial"),
+         "out": "out/bench-ratio-quick"}
 TUNED_FILE = Path(__file__).with_name("tuned.json")
 """The committed tuning and oracle search (``sapo-env bench-ratio --tune`` rewrites its entry
 for the settings it ran with)."""
 
 
 @dataclass(frozen=True)
-class BenchConfig:
-    """Settings of the ratio benchmark. ``quick=True`` changes the defaults marked (quick)."""
+class BenchConfig(SweepConfig):
+    """Settings of the ratio benchmark (and ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``,
+    ``jobs``, ``ray``, ...). A field left at None takes ``FULL``'s value, or with
+    ``quick=True`` (a smoke test of under half a minute, too short to conclude anything, as its
+    table says) ``QUICK``'s: held-out seeds per policy and scenario 10, quick 2 (paired across
+    policies); rounds per run 300, quick 40; output folder ``out/bench-ratio``, quick
+    ``out/bench-ratio-quick``. On Ray, the learner factory and ``sb3_model`` must be
+    importable and readable where the tasks run."""
 
-    out: str | Path | None = None
-    """Output folder (None: ``out/bench-ratio``, quick ``out/bench-ratio-quick``)."""
     policies: tuple[Any, ...] = DEFAULT_POLICIES
     """Policies to evaluate: labels (built-in, ``fixed-J``, ``schedule-...``, ``"module:Name"``
     of your own; ``"all"``: every built-in one) or your own policy classes and functions (see
@@ -80,14 +86,8 @@ class BenchConfig:
     ``DEFAULT_SCENARIOS``, quick focal and adversarial)."""
     sb3_model: str | None = None
     """A trained stable-baselines3 model (``examples/train_meta_agent.py`` saves one)."""
-    seeds: int | None = None
-    """Held-out seeds per policy and scenario (None: 10, quick 2), paired across policies."""
     tune_seeds: int | None = None
     """Training seeds of the tuning and the oracle search (None: 3, quick 2)."""
-    base_seed: int = 0
-    """Root of every seed (the env and learner seeds are ``sapo-env reproduce``'s)."""
-    rounds: int | None = None
-    """Rounds per run (None: 300, quick 40)."""
     n_agents: int = 8
     """Nodes per swarm at the start (at least 2; churn adds as many joiners as leave)."""
     learner: AgentFactory = BENCH_LEARNER
@@ -100,32 +100,14 @@ class BenchConfig:
     ratio and the oracle found on the training seeds, for these settings (learner, rounds,
     nodes, base seed). None, or a file without an entry for these settings: defaults, no
     oracle, and the best fixed ratio chosen on the held-out seeds (the table says so)."""
-    jobs: int | None = None
-    """Runs in parallel processes; None: one per CPU core."""
-    ray: RayOptions | None = None
-    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
-    at None): same runs, scheduled by Ray. The learner factory and ``sb3_model`` must be
-    importable and readable where the tasks run."""
-    resume: bool = True
-    """Reuse finished runs in ``out/runs`` whose settings match."""
-    plots: bool = True
-    """Write the figure of J over time (needs matplotlib)."""
-    progress: bool = True
-    """Show a progress bar over runs."""
-    quick: bool = False
-    """A smoke test of under half a minute: too short to conclude anything, and its table says
-    so."""
     tuning: Mapping[str, Any] = field(default=None, init=False, repr=False, compare=False)
     """The entry of ``tuned`` for these settings, or {} (read at construction)."""
 
+    def presets(self) -> dict[str, Any]:
+        return QUICK if self.quick else FULL
+
     def __post_init__(self) -> None:
-        for name, value in (QUICK if self.quick else FULL).items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-        if self.out is None:
-            object.__setattr__(self, "out", "out/bench-ratio-quick" if self.quick
-                               else "out/bench-ratio")
-        object.__setattr__(self, "out", Path(self.out))
+        super().__post_init__()
         labels = []
         for policy in self.policies:
             if policy == "all":
@@ -150,7 +132,7 @@ class BenchConfig:
             raise ValueError(f"scenarios must be among {list(SCENARIOS)}, got "
                              f"{list(self.scenarios)}")
         object.__setattr__(self, "scenarios", tuple(dict.fromkeys(self.scenarios)))
-        for name in ("seeds", "tune_seeds", "rounds", "n_agents"):
+        for name in ("tune_seeds", "n_agents"):
             check_int(name, getattr(self, name), 1)
         if self.seeds > TRAINING_SEED_START:
             raise ValueError(f"seeds must be <= {TRAINING_SEED_START} (seeds from "
@@ -158,9 +140,6 @@ class BenchConfig:
         if self.n_agents < 2:
             raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
                              f"got {self.n_agents}")
-        if self.jobs is not None:
-            check_int("jobs", self.jobs, 1)
-        check_ray(self.ray, self.jobs)
         object.__setattr__(self, "tuning", read_tuning(self.tuned, tuning_key(self)))
         files = [file_label(p) for p in self.all_policies()]
         if len(set(files)) < len(files):
@@ -196,9 +175,22 @@ class BenchConfig:
         return [RunSpec(p, s, k, self) for k in range(self.seeds) for s in self.scenarios
                 for p in self.policies_of(s)]
 
+    def prepare(self, jobs: int) -> None:
+        if isinstance(self.learner, learners.TinyLearners):
+            self.learner.warm_starts(jobs)  # trained once, not by every run at the same time
+
+    def settings(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name != "tuning"}
+        out["out"] = str(self.out)
+        out["tuned"] = None if self.tuned is None else str(self.tuned)
+        out["learner"] = learners.describe(self.learner)
+        out["ray"] = None if self.ray is None else dataclasses.asdict(self.ray)
+        return out
+
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(RunSpecBase):
     """One run: a policy in a scenario under one seed (plain data, for worker processes)."""
 
     policy: str
@@ -219,24 +211,16 @@ class RunSpec:
     def folder(self) -> str:
         return "runs" if self.seed_index < TRAINING_SEED_START else "tuning"
 
-    @property
-    def path(self) -> Path:
-        return Path(self.config.out) / self.folder / f"{self.name}.npz"
-
     def key(self) -> str:
-        """A digest of everything that determines the run's outcome (for resuming)."""
-        from sapo_env import __version__
-
         c = self.config
         model = None
         if self.policy == "ppo":
             model = hashlib.sha256(Path(c.sb3_model).read_bytes()).hexdigest()[:16]
-        payload = {"version": __version__, "policy": self.policy, "scenario": self.scenario,
-                   "seed": self.seed_index, "base_seed": c.base_seed, "rounds": c.rounds,
-                   "n_agents": c.n_agents, "learner": learners.describe(c.learner),
-                   "model": model, "policy_source": policy_source_digest(self.policy),
-                   "kwargs": self.kwargs}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+        return run_key({"policy": self.policy, "scenario": self.scenario,
+                        "seed": self.seed_index, "base_seed": c.base_seed, "rounds": c.rounds,
+                        "n_agents": c.n_agents, "learner": learners.describe(c.learner),
+                        "model": model, "policy_source": policy_source_digest(self.policy),
+                        "kwargs": self.kwargs})
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -266,14 +250,3 @@ def swarm_settings(config: BenchConfig) -> dict[str, Any]:
     if isinstance(config.learner, learners.TinyLearners):
         return config.learner.swarm_settings()
     return {}
-
-
-def settings_dict(config: BenchConfig) -> dict[str, Any]:
-    """The settings as JSON-ready data (for summary.json)."""
-    out = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-           if f.name != "tuning"}
-    out["out"] = str(config.out)
-    out["tuned"] = None if config.tuned is None else str(config.tuned)
-    out["learner"] = learners.describe(config.learner)
-    out["ray"] = None if config.ray is None else dataclasses.asdict(config.ray)
-    return out

@@ -1,9 +1,9 @@
-"""Running the benchmark: one swarm per policy, scenario and seed, in worker processes or Ray
-tasks, resumable; then the tables and the figure."""
+"""The benchmark's runs: one swarm per policy, scenario and seed (``compute``), and their report
+(``report``: the tables and the figure); ``sapo_experiments.sweep`` runs them, in worker
+processes or Ray tasks, resumable."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -12,14 +12,7 @@ from typing import Any
 import numpy as np
 
 from sapo_env.config import TaskSpec
-from sapo_experiments import learners
-from sapo_experiments.bench_ratio.config import (
-    BenchConfig,
-    RunSpec,
-    settings_dict,
-    spec_of,
-    swarm_settings,
-)
+from sapo_experiments.bench_ratio.config import BenchConfig, RunSpec, spec_of, swarm_settings
 from sapo_experiments.bench_ratio.report import (
     Headroom,
     Row,
@@ -28,8 +21,8 @@ from sapo_experiments.bench_ratio.report import (
     summarise,
 )
 from sapo_experiments.bench_ratio.scenarios import SCENARIOS
-from sapo_experiments.reproduce.config import seeds_of
-from sapo_experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
+from sapo_experiments.run_files import RunFile
+from sapo_experiments.sweep import SweepResult, group_runs, run_sweep, seeds_of, total_seconds
 
 
 def policy_seed(base_seed: int, seed_index: int) -> np.random.SeedSequence:
@@ -84,54 +77,29 @@ def compute(spec: RunSpec) -> RunFile:
         "uses_policy": np.array([a in swarm.policy_nodes for a in names])})
 
 
-def run_specs(specs: list[RunSpec], config: BenchConfig) -> list[dict[str, Any]]:
-    """Run (or reuse) ``specs``; their loaded runs, in the order of ``specs``."""
-    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
-    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    if isinstance(config.learner, learners.TinyLearners) and todo:
-        config.learner.warm_starts(jobs)  # trained once, not by every run at the same time
-    run_all(compute, todo, len(specs) - len(todo), jobs, config.progress, config.ray)
-    return [load_run(spec.path) for spec in specs]
-
-
-@dataclass
-class BenchResult:
+@dataclass(kw_only=True)
+class BenchResult(SweepResult):
     config: BenchConfig
     headroom: list[Headroom]
     rows: list[Row]
-    files: list[Path]
-    seconds: float
 
-    @property
-    def table_markdown(self) -> str:
-        return format_markdown(self.headroom, self.rows, self.config)
+
+def report(config: BenchConfig, finished: list[tuple[RunSpec, dict[str, Any]]]) -> BenchResult:
+    """The tables and the figure of J over time."""
+    runs = group_runs(finished, lambda spec: (spec.scenario, spec.policy))
+    headroom, rows = summarise(config, runs)
+    figure = config.out / "num_external.png"
+    return BenchResult(
+        config=config, headroom=headroom, rows=rows,
+        table_markdown=format_markdown(headroom, rows, config),
+        files=[plot_num_external(config, runs, figure)] if config.plots else [],
+        summary={"run_seconds_total": total_seconds(finished),
+                 "run_cpu_seconds_total": total_seconds(finished, "cpu_seconds"),
+                 "tuning": {k: v for k, v in config.tuning.items() if k != "trace"},
+                 "headroom": [asdict(h) for h in headroom], "rows": [asdict(x) for x in rows]})
 
 
 def bench(config: BenchConfig | None = None) -> BenchResult:
     """Run (or resume) the benchmark and write the tables, figure and summary to
     ``config.out``."""
-    config = config or BenchConfig()
-    started = time.perf_counter()
-    out = Path(config.out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    specs = config.specs()
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for spec, run in sorted(zip(specs, run_specs(specs, config)),
-                            key=lambda pair: pair[0].seed_index):
-        runs.setdefault((spec.scenario, spec.policy), []).append(run)
-    headroom, rows = summarise(config, runs)
-    files = [out / "results.md"]
-    files[0].write_text(format_markdown(headroom, rows, config))
-    if config.plots:
-        files.append(plot_num_external(config, runs, out / "num_external.png"))
-    seconds = time.perf_counter() - started
-    every = [r for rs in runs.values() for r in rs]
-    files.append(write_summary(
-        out / "summary.json", seconds, None if config.ray else (config.jobs or os.cpu_count()),
-        settings_dict(config),
-        # the runs' own time, kept across resumes (wall_seconds counts only this call)
-        run_seconds_total=round(sum(r["meta"]["seconds"] for r in every), 1),
-        run_cpu_seconds_total=round(sum(r["meta"].get("cpu_seconds", 0.0) for r in every), 1),
-        tuning={k: v for k, v in config.tuning.items() if k != "trace"},
-        headroom=[asdict(h) for h in headroom], rows=[asdict(x) for x in rows]))
-    return BenchResult(config, headroom, rows, files, seconds)
+    return run_sweep(config or BenchConfig(), compute, report)

@@ -43,8 +43,9 @@ from sapo_experiments.bench_ratio.config import (
 )
 from sapo_experiments.bench_ratio.policies import ADAPTIVE, FIXED_GRID, TUNING_GRID, schedule_label
 from sapo_experiments.bench_ratio.report import per_seed
-from sapo_experiments.bench_ratio.sweep import run_specs
+from sapo_experiments.bench_ratio.sweep import compute
 from sapo_experiments.run_files import machine_description
+from sapo_experiments.sweep import run_specs
 
 ORACLE_PHASES = 4  #: the oracle's schedules: this many equal phases, a J of FIXED_GRID each
 MAX_SWEEPS = 3  #: passes of the oracle's coordinate ascent over the phases, at most
@@ -68,7 +69,8 @@ class _Scorer:
         wanted = list(dict.fromkeys(wanted))
         specs = [RunSpec(label, scenario, k, self.config, setting)
                  for scenario, label, setting in wanted for k in self.seeds]
-        runs = run_specs(specs, self.config)
+        finished, _ = run_specs(self.config, specs, compute)
+        runs = [run for _, run in finished]
         self.cpu += sum(r["meta"].get("cpu_seconds", 0.0) for r in runs)
         n = len(self.seeds)
         return {w: float(per_seed(runs[i * n:(i + 1) * n])["cumulative"].mean())
