@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
-from collections.abc import Sequence
 
-from sapo_experiments import ray_runs
-from sapo_experiments.console import print_result
+from sapo_experiments import ray_runs, sweep_cli
 from sapo_experiments.format_propagation.config import (
     CONDITIONS,
     FULL,
@@ -16,7 +13,7 @@ from sapo_experiments.format_propagation.config import (
     FormatConfig,
     TinyNodes,
 )
-from sapo_experiments.format_propagation.sweep import FormatResult, format_propagation
+from sapo_experiments.format_propagation.sweep import format_propagation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -61,53 +58,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
              "--cpus-per-run)")
     add("--device", default=d.device, help="auto, cpu, cuda or mps")
     ray_runs.add_arguments(parser, gpus=True)
-    add("--no-resume", action="store_true", help="rerun runs already finished in OUT/runs")
-    add("--no-tensorboard", action="store_true", help="write no TensorBoard runs")
-    add("--no-plots", action="store_true", help="write no PNG figure")
-    add("--no-progress", action="store_true", help="hide the progress bars")
+    sweep_cli.add_switches(parser, resume_help="rerun runs already finished in OUT/runs",
+                           tensorboard=True, plots_help="write no PNG figure",
+                           progress_help="hide the progress bars")
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sapo-env format-propagation",
-        description="Does the <answer> format spread through a swarm of SmolLM2 LoRA nodes "
-                    "(or tiny transformers)? Isolated, sharing, with a demonstrator, and the "
-                    "demonstrator leaving.")
-    return add_arguments(parser)
-
-
 def config_from_args(args: argparse.Namespace) -> FormatConfig:
-    given = dict(
-        quick=args.quick, base_seed=args.base_seed, model=args.model, lm_nodes=args.lm_nodes,
+    return FormatConfig(
+        **sweep_cli.sweep_fields(args), model=args.model, lm_nodes=args.lm_nodes,
         learning_rate=args.lr,
         tiny=TinyNodes(task=args.tiny_task) if args.learner == "tiny" else None,
         demo_accuracy=args.demo_accuracy, demo_tag_probability=args.demo_tag_probability,
-        jobs=args.jobs, threads=args.threads, device=args.device, resume=not args.no_resume,
-        tensorboard=not args.no_tensorboard, plots=not args.no_plots,
-        progress=not args.no_progress, ray=ray_runs.options_from_args(args))
-    optional = {"conditions": tuple(args.conditions) if args.conditions else None,
-                "seeds": args.seeds, "rounds": args.rounds, "out": args.out,
-                "num_external": args.num_external, "leave_round": args.leave_round,
-                "max_new_tokens": args.max_new_tokens}
-    given |= {k: v for k, v in optional.items() if v is not None}
-    return FormatConfig(**given)
+        threads=args.threads, device=args.device, tensorboard=not args.no_tensorboard,
+        num_external=args.num_external, leave_round=args.leave_round,
+        max_new_tokens=args.max_new_tokens,
+        **({"conditions": tuple(args.conditions)} if args.conditions else {}))
 
 
-def run_from_args(args: argparse.Namespace) -> FormatResult:
-    try:
-        config = config_from_args(args)
-    except ValueError as error:
-        raise SystemExit(f"sapo-env format-propagation: {error}") from None
-    result = format_propagation(config)
-    print_result(result, config.out, tensorboard=config.tensorboard)
-    return result
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    run_from_args(args)
+HELP = ("SmolLM2 LoRA nodes isolated, sharing, with a scripted demonstrator and after it "
+        "leaves: does the <answer> format spread? (sapo_experiments.format_propagation)")
+DESCRIPTION = ("Does the <answer> format spread through a swarm of SmolLM2 LoRA nodes (or "
+               "tiny transformers)? Isolated, sharing, with a demonstrator, and the "
+               "demonstrator leaving.")
+COMMAND = sweep_cli.SweepCommand(
+    "format-propagation", HELP, DESCRIPTION, add_arguments, config_from_args, format_propagation)
+# the names tests and ``python -m sapo_experiments.format_propagation`` call
+build_parser, run_from_args, main = COMMAND.build_parser, COMMAND.run_from_args, COMMAND.main
 
 
 if __name__ == "__main__":

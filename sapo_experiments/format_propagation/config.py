@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sapo_env.validation import check_int
-from sapo_experiments.ray_runs import RayOptions, check_ray
+from sapo_experiments.learners import warm_starts
+from sapo_experiments.sweep import RunSpecBase, SweepConfig, canonical_labels, run_key
 
 #: ``model`` may be a factory returning ``(model, tokenizer)`` (tests use a tiny model).
 ModelFactory = Callable[[], tuple[Any, Any]]
@@ -98,22 +97,22 @@ QUICK: dict[str, Any] = {"rounds": 4, "seeds": 1, "out": "out/format-propagation
 
 
 @dataclass(frozen=True)
-class FormatConfig:
-    """Settings of the format-propagation experiment (see the package docstring)."""
+class FormatConfig(SweepConfig):
+    """Settings of the format-propagation experiment (see the package docstring), and
+    ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``, ``jobs``, ``ray``, ... A field left at
+    None takes ``FULL``'s value, or with ``quick=True`` (a smoke test) ``QUICK``'s: seeds per
+    condition 2, quick 1 (seed k is the same in every condition); rounds per run 36, quick 4;
+    output folder ``out/format-propagation``, quick ``...-quick``.
+
+    ``jobs`` runs go at once, each in its own process (None: one per CPU core on a CPU, 1 on a
+    GPU); on 2 cores two runs of one thread each do twice the work of one run on both, as a
+    generate call of 32 rows keeps one core busy, no more. On Ray (``ray``), ``gpus_per_run=1``
+    puts each run on a GPU, TensorBoard runs are written where a task runs, and the progress
+    bar counts runs; elsewhere each run shows a bar of its rounds (``progress``)."""
 
     # --- sweep ---
-    out: str | Path | None = None
-    """Output folder (None: ``out/format-propagation``; quick ``...-quick``)."""
     conditions: tuple[str, ...] = tuple(c.label for c in CONDITIONS)
     """Conditions to run, by label or slug (see ``CONDITIONS``)."""
-    seeds: int | None = None
-    """Seeds per condition (None: 2, quick 1). Seed k is the same in every condition."""
-    rounds: int | None = None
-    """Rounds per run (None: 36, quick 4)."""
-    base_seed: int = 0
-    """Root of every seed."""
-    quick: bool = False
-    """A smoke test (``QUICK``) for the fields left at None."""
 
     # --- swarm ---
     tiny: TinyNodes | None = None
@@ -158,54 +157,32 @@ class FormatConfig:
     max_new_tokens: int | None = None
     """Longest completion in tokens (None: 48 for SmolLM2, whose tagged one-number answer
     needs ~10; 12 for tiny nodes, whose tokens are characters)."""
-    jobs: int | None = None
-    """Runs at once, each in its own process (None: one per CPU core on a CPU, 1 on a GPU).
-    On 2 cores two runs of one thread each do twice the work of one run on both: a generate
-    call of 32 rows keeps one core busy, no more."""
     threads: int | None = None
     """torch CPU threads of each run (None: the CPU cores over ``jobs``; on Ray, the run's
     ``cpus_per_run``)."""
-    ray: RayOptions | None = None
-    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
-    at None): same runs, scheduled by Ray; ``gpus_per_run=1`` puts each on a GPU. TensorBoard
-    runs are written where a task runs, and the progress bar counts runs, not rounds. None:
-    processes on this machine."""
     device: str = "auto"
     """Device of the LM nodes: auto (cuda, mps, cpu) or a torch device string."""
 
     # --- output ---
     tensorboard: bool = True
     """Write TensorBoard runs under ``out/tensorboard``."""
-    plots: bool = True
-    """Write the PNG figure (needs matplotlib)."""
-    resume: bool = True
-    """Reuse finished runs in ``out/runs`` whose settings match."""
-    progress: bool = True
-    """Show a progress bar over rounds."""
+
+    def presets(self) -> dict[str, Any]:
+        return QUICK if self.quick else FULL
 
     def __post_init__(self) -> None:
-        for name, value in (QUICK if self.quick else FULL).items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
+        super().__post_init__()
         if self.max_new_tokens is None:
             object.__setattr__(self, "max_new_tokens", 48 if self.tiny is None else 12)
         if self.tiny is not None and not isinstance(self.tiny, TinyNodes):
             raise ValueError(f"tiny must be a TinyNodes or None, got {self.tiny!r:.80}")
-        unknown = [c for c in self.conditions if c not in BY_NAME]
-        if unknown or not self.conditions:
-            raise ValueError(f"conditions must be labels or slugs of {list(BY_NAME)}, "
-                             f"got {list(self.conditions)}")
         object.__setattr__(self, "conditions",
-                           tuple(dict.fromkeys(BY_NAME[c].label for c in self.conditions)))
-        for name in ("seeds", "rounds", "lm_nodes", "questions", "completions",
-                     "max_new_tokens"):
+                           canonical_labels("conditions", self.conditions, BY_NAME))
+        for name in ("lm_nodes", "questions", "completions", "max_new_tokens"):
             check_int(name, getattr(self, name), 1)
-        if self.num_external is not None:
-            check_int("num_external", self.num_external, 1)
-        for name in ("jobs", "threads"):
+        for name in ("num_external", "threads"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
-        check_ray(self.ray, self.jobs)
         for name in ("demo_accuracy", "demo_tag_probability"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
@@ -216,7 +193,37 @@ class FormatConfig:
                              f"got {self.leave_round!r}")
         if not isinstance(self.model, str) and not callable(self.model):
             raise ValueError(f"model must be a name or a factory, got {self.model!r}")
-        object.__setattr__(self, "out", Path(self.out))
+
+    def specs(self) -> list[RunSpec]:
+        """Every run, condition by condition, seeds in order."""
+        return [RunSpec(c, s, self) for c in self.conditions for s in range(self.seeds)]
+
+    def processes(self) -> int:
+        """``jobs``, else one per CPU core, or 1 on a GPU (one device)."""
+        if self.jobs is not None:
+            return self.jobs
+        from agents.models import resolve_device
+
+        return 1 if resolve_device(self.device).type != "cpu" else (os.cpu_count() or 1)
+
+    def prepare(self, jobs: int) -> None:
+        if self.tiny is not None:  # trained once, not by every run at the same time
+            warm_starts(self.tiny_warm_starts(), jobs)
+
+    def for_runs(self, jobs: int) -> FormatConfig:
+        """The config the runs are computed with when they go ``jobs`` at a time: one thread
+        per core a run has (its Ray task's ``cpus_per_run``, its process's share) unless
+        ``threads`` says otherwise, so that each keeps its cores busy, and no bar of rounds
+        from a Ray task. One at a time in this process: this config."""
+        if not self.ray and jobs <= 1:
+            return self
+        cores = self.ray.cpus_per_run if self.ray else (os.cpu_count() or 1) // jobs
+        return dataclasses.replace(self, threads=self.threads or max(1, int(cores)),
+                                   progress=self.progress and not self.ray)
+
+    def settings(self) -> dict[str, Any]:
+        return {f.name: (getattr(self, f.name) if f.name != "model" else self.model_name())
+                for f in dataclasses.fields(self)}
 
     @property
     def first_absent_round(self) -> int:
@@ -271,7 +278,7 @@ _OUTPUT_ONLY = {"out", "conditions", "seeds", "quick", "tensorboard", "plots", "
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(RunSpecBase):
     """One run: a condition under one seed."""
 
     condition: str
@@ -282,19 +289,10 @@ class RunSpec:
     def name(self) -> str:
         return f"{BY_NAME[self.condition].slug}_seed{self.seed_index}"
 
-    @property
-    def path(self) -> Path:
-        return Path(self.config.out) / "runs" / f"{self.name}.npz"
-
     def key(self) -> str:
-        """A digest of everything that determines the run's numbers (for resuming)."""
-        from sapo_env import __version__
-
         settings = {f.name: getattr(self.config, f.name)
                     for f in dataclasses.fields(self.config) if f.name not in _OUTPUT_ONLY}
         condition = BY_NAME[self.condition]
         settings["leave_round"] = self.config.first_absent_round if condition.leaves else None
-        payload = {"version": __version__, "condition": dataclasses.asdict(condition),
-                   "seed": self.seed_index, "model": self.config.model_name(), **settings}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
-                              ).hexdigest()[:16]
+        return run_key({"condition": dataclasses.asdict(condition), "seed": self.seed_index,
+                        "model": self.config.model_name(), **settings})

@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 from sapo_env.runtime.tensorboard import TensorBoardCallback
 from sapo_experiments.format_propagation.config import BY_NAME, Condition, FormatConfig, RunSpec
 from sapo_experiments.format_propagation.metrics import METRICS, round_metrics
-from sapo_experiments.reproduce.config import seeds_of
-from sapo_experiments.run_files import RunFile, is_finished
+from sapo_experiments.run_files import RunFile
+from sapo_experiments.sweep import seeds_of
 
 logger = logging.getLogger(__name__)
 
@@ -178,8 +178,3 @@ def compute(spec: RunSpec) -> RunFile:
                                                          if condition.leaves else None)}
     return RunFile(spec.path, meta, {"round_seconds": round_seconds,
                                      "samples": np.asarray(samples, dtype=str), **arrays})
-
-
-def finished(spec: RunSpec) -> bool:
-    """Whether ``spec`` has a saved run made with the same settings."""
-    return is_finished(spec.path, spec.key())
