@@ -47,9 +47,8 @@ Example::
     print(result.table_markdown)
 
 Modules: ``config`` (the configurations and the sweep's settings), ``sapo_experiments.learners``
-(agent
-factories), ``sweep`` (running and resuming), ``report`` (statistics and the table),
-``figures``, ``cli``.
+(agent factories), ``sweep`` (one run, and the report of them all: ``sapo_experiments.sweep``
+runs and resumes them), ``report`` (statistics and the table), ``figures``, ``cli``.
 """
 
 from sapo_experiments.learners import AgentFactory, GRPOLearners, simulated_learners
@@ -63,11 +62,11 @@ from sapo_experiments.reproduce.config import (
     Experiment,
     ReproduceConfig,
     RunSpec,
-    seeds_of,
 )
 from sapo_experiments.reproduce.report import Row, mean_ci, smoothing_window, verdict
 from sapo_experiments.reproduce.sweep import ReproduceResult, reproduce, run_one
 from sapo_experiments.run_files import load_run
+from sapo_experiments.sweep import seeds_of
 
 __all__ = [
     "BY_LABEL",

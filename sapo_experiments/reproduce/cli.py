@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-from collections.abc import Sequence
 
-from sapo_experiments import learners, ray_runs
-from sapo_experiments.console import print_result
+from sapo_experiments import learners, sweep_cli
 from sapo_experiments.reproduce.config import (
     EXPERIMENTS,
     FULL,
@@ -17,7 +14,7 @@ from sapo_experiments.reproduce.config import (
     TINY_QUICK,
     ReproduceConfig,
 )
-from sapo_experiments.reproduce.sweep import ReproduceResult, reproduce
+from sapo_experiments.reproduce.sweep import reproduce
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -60,24 +57,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"seeds per configuration (default {FULL['seeds']}; quick "
                              f"{QUICK['seeds']}; tiny quick {TINY_QUICK['seeds']})")
-    parser.add_argument("--base-seed", type=int, default=d.base_seed, help="root seed")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']}; "
-                             f"tiny {TINY_FULL['rounds']}; tiny quick {TINY_QUICK['rounds']})")
-    parser.add_argument("--nodes", type=int, default=d.n_agents, help="nodes per swarm")
+    sweep_cli.add_size_options(
+        parser, nodes=d.n_agents,
+        rounds_help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']}; tiny "
+                    f"{TINY_FULL['rounds']}; tiny quick {TINY_QUICK['rounds']})")
     parser.add_argument("--held-out-every", type=int, default=None,
                         help=f"rounds between held-out evaluations (default "
                              f"{FULL['held_out_every']}; tiny {TINY_FULL['held_out_every']})")
     parser.add_argument("--held-out-questions", type=int, default=None,
                         help=f"held-out questions (default {FULL['held_out_questions']}; tiny "
                              f"{TINY_FULL['held_out_questions']})")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="parallel processes (default: one per CPU core; not with "
-                             "--ray-address)")
-    ray_runs.add_arguments(parser, gpus=True)
-    parser.add_argument("--out", default=None,
-                        help="output folder (default out/reproduce, quick out/reproduce-quick; "
-                             "tiny out/reproduce-tiny, tiny quick out/reproduce-tiny-quick)")
+    sweep_cli.add_process_options(
+        parser, gpus=True,
+        out_help="output folder (default out/reproduce, quick out/reproduce-quick; tiny "
+                 "out/reproduce-tiny, tiny quick out/reproduce-tiny-quick)")
     parser.add_argument("--swarm", action="append", default=[], metavar="FIELD=VALUE",
                         help="a SwarmConfig field for every configuration, VALUE as JSON "
                              "(repeatable), e.g. --swarm answer_format='\"lenient\"'")
@@ -88,41 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         metavar="ROUNDS",
                         help="rounds between a run's checkpoints, from which an interrupted "
                              f"sweep resumes mid-run (default {d.checkpoint_every}; 0: none)")
-    parser.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard runs")
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG figures")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    sweep_cli.add_switches(parser, resume_help=None, tensorboard=True,
+                           plots_help="write no PNG figures")
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sapo-env reproduce",
-        description="Run the SAPO paper's configurations (8/0, 6/2, 4/4, 2/6) under its "
-                    "protocol and two controls (8/0 oversampled + filtered, 4/4 self-replay) "
-                    "over several seeds; write a table, figures and TensorBoard runs.")
-    return add_arguments(parser)
-
-
 def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
-    given = {
-        "learner": (args.learner if args.learner in ("sim", "tiny", "grpo")
-                    else learners.load(args.learner)),
-        "tiny": learners.TinyLearners(
-            specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
-            max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype),
-        "model": args.model, "base_seed": args.base_seed,
-        "protocol": args.protocol,
-        "n_agents": args.nodes, "jobs": args.jobs, "quick": args.quick,
-        "resume": not args.no_resume, "checkpoint_every": args.checkpoint_every,
-        "tensorboard": not args.no_tensorboard,
-        "plots": not args.no_plots, "progress": not args.no_progress,
-        "ray": ray_runs.options_from_args(args),
-    }
-    optional = {"experiments": tuple(args.experiments) if args.experiments else None,
-                "seeds": args.seeds, "rounds": args.rounds, "out": args.out,
-                "held_out_every": args.held_out_every,
-                "held_out_questions": args.held_out_questions}
-    given |= {k: v for k, v in optional.items() if v is not None}
+    learner = (args.learner if args.learner in ("sim", "tiny", "grpo")
+               else learners.load(args.learner))
+    tiny = learners.TinyLearners(
+        specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
+        max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype)
     swarm = {}
     for item in args.swarm:
         name, sep, value = item.partition("=")
@@ -132,23 +101,24 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
             swarm[name] = json.loads(value)
         except json.JSONDecodeError:
             swarm[name] = value  # a bare word: a string
-    return ReproduceConfig(**given, swarm=swarm)
+    # (the config checks every configuration's SwarmConfig too)
+    return ReproduceConfig(
+        **sweep_cli.sweep_fields(args), learner=learner, tiny=tiny, model=args.model,
+        protocol=args.protocol, n_agents=args.nodes, checkpoint_every=args.checkpoint_every,
+        tensorboard=not args.no_tensorboard, swarm=swarm,
+        experiments=tuple(args.experiments) if args.experiments else None,
+        held_out_every=args.held_out_every, held_out_questions=args.held_out_questions)
 
 
-def run_from_args(args: argparse.Namespace) -> ReproduceResult:
-    try:
-        config = config_from_args(args)  # validates every configuration's SwarmConfig too
-    except ValueError as error:
-        raise SystemExit(f"sapo-env reproduce: {error}") from None
-    result = reproduce(config)
-    print_result(result, config.out, tensorboard=config.tensorboard)
-    return result
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    run_from_args(args)
+HELP = ("the paper's configurations and two controls over several seeds: a table, figures "
+        "and TensorBoard runs (sapo_experiments.reproduce)")
+DESCRIPTION = ("Run the SAPO paper's configurations (8/0, 6/2, 4/4, 2/6) under its protocol "
+               "and two controls (8/0 oversampled + filtered, 4/4 self-replay) over several "
+               "seeds; write a table, figures and TensorBoard runs.")
+COMMAND = sweep_cli.SweepCommand(
+    "reproduce", HELP, DESCRIPTION, add_arguments, config_from_args, reproduce)
+# the names tests and ``python -m sapo_experiments.reproduce`` call
+build_parser, run_from_args, main = COMMAND.build_parser, COMMAND.run_from_args, COMMAND.main
 
 
 if __name__ == "__main__":

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from sapo_env.validation import check_int
 from sapo_experiments import learners
 from sapo_experiments.learners import AgentFactory
-from sapo_experiments.ray_runs import RayOptions, check_ray
+from sapo_experiments.sweep import (
+    RunSpecBase,
+    SweepConfig,
+    canonical_labels,
+    run_key,
+    seeds_of,  # noqa: F401 (its old home: benchmarks/calibrate_sim.py imports it from here)
+)
 
 Learner = Literal["sim", "tiny", "grpo"]
 Protocol = Literal["paper", "fixed"]
@@ -70,20 +73,18 @@ TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
 """The tiny learner's quick run (``make demo``): 8/0 against 4/4 for 40 rounds, 4 seeds."""
 
 
-def presets(learner: Any, quick: bool) -> dict[str, Any]:
-    """The settings a field left at None takes, for this learner and ``quick``."""
-    if learner == "tiny":
-        return TINY_QUICK if quick else TINY_FULL
-    return QUICK if quick else FULL
-
-
 @dataclass(frozen=True)
-class ReproduceConfig:
-    """Settings of a reproduction sweep. ``quick=True`` changes the defaults marked (quick)."""
+class ReproduceConfig(SweepConfig):
+    """Settings of a reproduction sweep (and ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``,
+    ``jobs``, ``ray``, ...). Fields documented "None: ..." take their value from ``presets``:
+    ``FULL`` or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``: seeds per
+    configuration 3, sim quick 2, tiny quick 4; rounds 2000, quick 100, tiny 200, tiny quick 40.
+    ``quick=True`` is a quick run: with the simulated learner a smoke test of under a minute
+    whose table says it is too short to conclude anything; with the tiny learner 8/0 against
+    4/4 for 40 rounds (``make demo``), whose table says whether its seeds decide the
+    difference. On Ray (``ray``), ``gpus_per_run=1`` puts each GRPO learner on a GPU, and
+    checkpoints and TensorBoard runs are written where a task runs."""
 
-    out: str | Path | None = None
-    """Output folder. Fields documented "None: ..." take their value from ``presets``: ``FULL``
-    or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``."""
     learner: Learner | AgentFactory = "sim"
     """Who plays the nodes: ``"sim"``, simulated learners (CPU, minutes; a surrogate whose
     sharing pays by construction); ``"tiny"``, tiny transformer specialists trained by GRPO
@@ -102,43 +103,19 @@ class ReproduceConfig:
     Section 5); ``"fixed"``: every node answers 8 questions whatever its J and trains on I of
     them (sapo-env's protocol before 0.2, kept for comparison). The oversampled control draws
     16 under both."""
-    seeds: int | None = None
-    """Seeds per configuration (None: 3, sim quick 2, tiny quick 4). Seed k is the same
-    across configurations, so ratios to 8/0 are paired."""
-    base_seed: int = 0
-    """Root of every seed of the sweep."""
-    rounds: int | None = None
-    """Rounds per run (None: 2000, quick 100; tiny 200, tiny quick 40)."""
     n_agents: int = 8
     """Nodes per swarm."""
     held_out_every: int | None = None
     """Rounds between held-out evaluations (None: 100, quick 25; tiny 50, tiny quick 40)."""
     held_out_questions: int | None = None
     """Questions in the held-out set (None: 64, quick 16; tiny 32)."""
-    jobs: int | None = None
-    """Runs in parallel processes; None: one per CPU core."""
-    ray: RayOptions | None = None
-    """Run each run as a Ray task on this Ray instead (``sapo_experiments.ray_runs``; ``jobs`` left
-    at None): same runs, scheduled by Ray; ``gpus_per_run=1`` for GRPO learners on GPUs.
-    Checkpoints and TensorBoard runs are written where a task runs. None: this machine."""
     tensorboard: bool = True
     """Write TensorBoard runs (skipped with a warning if tensorboard is not installed)."""
-    plots: bool = True
-    """Write the PNG figures (needs matplotlib, the ``plot`` extra)."""
-    resume: bool = True
-    """Reuse finished runs found in ``out/runs`` whose settings match, and resume unfinished
-    ones from their checkpoints."""
     checkpoint_every: int = 100
     """Rounds between a run's checkpoints (``out/runs/<run>.<key>.ckpt``, removed when the run
-    finishes), from which an interrupted sweep resumes mid-run with the same results; 0: none.
-    Runs whose agents have no ``state_dict`` (the GRPO learner) are not checkpointed."""
-    progress: bool = True
-    """Show a progress bar over runs."""
-    quick: bool = False
-    """A quick run, for the fields left at None: with the simulated learner a smoke test of
-    under a minute (``QUICK``) whose table says it is too short to conclude anything; with the
-    tiny learner 8/0 against 4/4 for 40 rounds (``TINY_QUICK``, ``make demo``), whose table
-    says whether its seeds decide the difference."""
+    finishes), from which an interrupted sweep resumes mid-run with the same results (with
+    ``resume``); 0: none. Runs whose agents have no ``state_dict`` (the GRPO learner) are not
+    checkpointed."""
     grpo_max_new_tokens: int = 256
     """GRPO learner only: tokens generated per completion."""
     swarm: Mapping[str, Any] = field(default_factory=dict)
@@ -146,11 +123,13 @@ class ReproduceConfig:
     "lenient"}`` for small models that never write ``<answer>`` tags, or another task mix.
     I, J, ``filter_local`` and ``external_source`` are the experiments' to set."""
 
+    def presets(self) -> dict[str, Any]:
+        if self.learner == "tiny":
+            return TINY_QUICK if self.quick else TINY_FULL
+        return QUICK if self.quick else FULL
+
     def __post_init__(self) -> None:
-        # fields left at None take the learner's full or quick sweep's value; given ones are kept
-        for name, value in presets(self.learner, self.quick).items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
+        super().__post_init__()
         if not callable(self.learner) and self.learner not in ("sim", "tiny", "grpo"):
             raise ValueError(f"learner must be 'sim', 'tiny', 'grpo' or an agent factory, "
                              f"got {self.learner!r}")
@@ -159,23 +138,14 @@ class ReproduceConfig:
         if self.learner == "grpo" and not self.model:
             raise ValueError("model must name a model when learner='grpo' (e.g. "
                              "'Qwen/Qwen2.5-0.5B-Instruct' or 'smollm2-135m'), got None")
-        unknown = [e for e in self.experiments if e not in BY_LABEL]
-        if unknown or not self.experiments:
-            raise ValueError(f"experiments must be labels or slugs of {list(BY_LABEL)}, "
-                             f"got {list(self.experiments)}")
         object.__setattr__(self, "experiments",
-                           tuple(dict.fromkeys(BY_LABEL[e].label for e in self.experiments)))
-        for name in ("seeds", "rounds", "n_agents", "held_out_every", "held_out_questions",
-                     "grpo_max_new_tokens"):
+                           canonical_labels("experiments", self.experiments, BY_LABEL))
+        for name in ("n_agents", "held_out_every", "held_out_questions", "grpo_max_new_tokens"):
             check_int(name, getattr(self, name), 1)
-        if self.jobs is not None:
-            check_int("jobs", self.jobs, 1)
-        check_ray(self.ray, self.jobs)
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if self.n_agents < 2:
             raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
                              f"got {self.n_agents}")
-        object.__setattr__(self, "out", Path(self.out))
         from sapo_env.config import SwarmConfig
 
         unknown = sorted(set(self.swarm) - set(SwarmConfig.field_names()))
@@ -196,6 +166,18 @@ class ReproduceConfig:
                 self.swarm_config(BY_LABEL[label])
             except ValueError as error:
                 raise ValueError(f"swarm: {error} (in configuration {label!r})") from None
+
+    def specs(self) -> list[RunSpec]:
+        """Every run, configuration by configuration, seeds in order."""
+        return [RunSpec(e, s, self) for e in self.experiments for s in range(self.seeds)]
+
+    def processes(self) -> int:
+        # GPU models stay in one process (on Ray, each run reserves ray.gpus_per_run)
+        return 1 if self.learner == "grpo" else super().processes()
+
+    def prepare(self, jobs: int) -> None:
+        if self.learner == "tiny":
+            self.tiny.warm_starts(jobs)  # trained once, not by every run at the same time
 
     def agent_factory(self) -> AgentFactory:
         """The factory that builds each run's nodes."""
@@ -219,7 +201,7 @@ class ReproduceConfig:
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(RunSpecBase):
     """One run of the sweep: an experiment under one seed (picklable, for worker processes)."""
 
     experiment: str
@@ -231,34 +213,17 @@ class RunSpec:
         return f"{BY_LABEL[self.experiment].slug}_seed{self.seed_index}"
 
     @property
-    def path(self) -> Path:
-        """Where the run's arrays are saved."""
-        return Path(self.config.out) / "runs" / f"{self.name}.npz"
-
-    @property
     def checkpoint_path(self) -> Path:
         """Where the unfinished run's checkpoint is kept (its key in the name: a run whose
         settings changed does not resume from it)."""
         return Path(self.config.out) / "runs" / f"{self.name}.{self.key()}.ckpt"
 
     def key(self) -> str:
-        """A digest of everything that determines the run's outcome (for resuming)."""
-        from sapo_env import __version__
-
         c = self.config
-        e = BY_LABEL[self.experiment]
-        payload = {
-            "version": __version__, "experiment": dataclasses.asdict(e), "seed": self.seed_index,
-            "protocol": c.protocol,
+        return run_key({
+            "experiment": dataclasses.asdict(BY_LABEL[self.experiment]),
+            "seed": self.seed_index, "protocol": c.protocol,
             "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
             "learner": learners.describe(c.agent_factory()),
             "held_out": [c.held_out_every, c.held_out_questions], "swarm": c.swarm,
-        }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def seeds_of(base_seed: int, seed_index: int) -> tuple[int, np.random.SeedSequence]:
-    """The env's reset seed and the agents' seed sequence of seed ``seed_index``: children of
-    the base seed, the same in every configuration (common random numbers)."""
-    env_seq, agent_seq = np.random.SeedSequence(base_seed, spawn_key=(seed_index,)).spawn(2)
-    return int(env_seq.generate_state(1, dtype=np.uint64)[0] >> 1), agent_seq
+        })

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import secrets
 import shutil
 import time
@@ -18,26 +17,21 @@ import numpy as np
 from sapo_env.runtime import Callback
 from sapo_env.runtime.checkpoint import Checkpoint, require_state_dicts
 from sapo_experiments.learners import describe
-from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec, seeds_of
+from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec
 from sapo_experiments.reproduce.figures import plot_figures
 from sapo_experiments.reproduce.report import Row, format_markdown, summarise, write_csv
 from sapo_experiments.reproduce.specialists import specialist_markdown
-from sapo_experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
+from sapo_experiments.run_files import RunFile
+from sapo_experiments.sweep import SweepResult, group_runs, run_seconds, run_sweep, seeds_of
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class ReproduceResult:
+@dataclass(kw_only=True)
+class ReproduceResult(SweepResult):
     config: ReproduceConfig
     rows: list[Row]
     runs: dict[str, list[dict[str, Any]]]  #: experiment -> per-seed run arrays
-    files: list[Path]
-    seconds: float
-
-    @property
-    def table_markdown(self) -> str:
-        return format_markdown(self.rows, self.config)
 
 
 class RunClock(Callback):
@@ -155,36 +149,22 @@ def compute(spec: RunSpec) -> RunFile:
     return RunFile(spec.path, meta, arrays, remove=(f"{spec.name}.*.ckpt*",))
 
 
+def report(config: ReproduceConfig, finished: list[tuple[RunSpec, dict[str, Any]]]
+           ) -> ReproduceResult:
+    """The table, the specialists' tables below it in ``results.md``, ``results.csv`` and the
+    figures."""
+    runs = group_runs(finished, lambda spec: spec.experiment)
+    rows = summarise(config, runs)
+    write_csv(rows, config.out / "results.csv")
+    return ReproduceResult(
+        config=config, rows=rows, runs=runs, table_markdown=format_markdown(rows, config),
+        notes_markdown=specialist_markdown(config, runs),
+        files=[config.out / "results.csv", *(plot_figures(config, runs) if config.plots else [])],
+        summary={"run_seconds": run_seconds(finished),
+                 "rows": [dataclasses.asdict(r) for r in rows]},
+        tensorboard=config.out / "tensorboard" if config.tensorboard else None)
+
+
 def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
     """Run (or resume) the sweep and write the table, figures and summary to ``config.out``."""
-    config = config or ReproduceConfig()
-    started = time.perf_counter()
-    out = Path(config.out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    specs = [RunSpec(e, s, config) for e in config.experiments for s in range(config.seeds)]
-    todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
-    jobs = min(config.jobs or os.cpu_count() or 1, max(len(todo), 1))
-    if config.learner == "tiny" and todo:
-        config.tiny.warm_starts(jobs)  # trained once, not by every run at the same time
-    # GPU models stay in one process (on Ray, each run reserves ray.gpus_per_run)
-    run_all(compute, todo, len(specs) - len(todo), 1 if config.learner == "grpo" else jobs,
-            config.progress, config.ray)
-
-    runs: dict[str, list[dict[str, Any]]] = {e: [] for e in config.experiments}
-    for spec in specs:  # experiment by experiment, seeds in order
-        runs[spec.experiment].append(load_run(spec.path))
-    rows = summarise(config, runs)
-    markdown = format_markdown(rows, config) + specialist_markdown(config, runs)
-    files = [out / "results.md", out / "results.csv"]
-    files[0].write_text(markdown)
-    write_csv(rows, files[1])
-    if config.plots:
-        files += plot_figures(config, runs)
-    seconds = time.perf_counter() - started
-    files.append(write_summary(
-        out / "summary.json", seconds, None if config.ray else jobs,
-        {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()},
-        run_seconds={spec.name: round(runs[spec.experiment][spec.seed_index]["meta"]["seconds"], 1)
-                     for spec in specs},
-        rows=[dataclasses.asdict(r) for r in rows]))
-    return ReproduceResult(config, rows, runs, files, seconds)
+    return run_sweep(config or ReproduceConfig(), compute, report)
