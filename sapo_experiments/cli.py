@@ -13,7 +13,7 @@
     sapo-env --version
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in
-``build_parser``.
+``build_parser`` (a sweep: its ``SweepCommand``, ``sapo_experiments.sweep_cli``).
 """
 
 from __future__ import annotations
@@ -48,40 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="print the paper-default SwarmConfig")
     info.set_defaults(handler=run_info)
 
-    from sapo_experiments.reproduce import cli as reproduce
+    from sapo_experiments.attack.cli import COMMAND as attack
+    from sapo_experiments.bench_ratio.cli import COMMAND as bench_ratio
+    from sapo_experiments.format_propagation.cli import COMMAND as format_propagation
+    from sapo_experiments.reproduce.cli import COMMAND as reproduce
 
-    reproduce_parser = commands.add_parser(
-        "reproduce", help="the paper's configurations and two controls over several seeds: "
-                          "a table, figures and TensorBoard runs (sapo_experiments.reproduce)")
-    reproduce.add_arguments(reproduce_parser)
-    reproduce_parser.set_defaults(handler=reproduce.run_from_args)
-
-    from sapo_experiments.bench_ratio import cli as bench_ratio
-
-    bench_parser = commands.add_parser(
-        "bench-ratio", help="adaptive I:J ratio policies against fixed ratios on held-out "
-                            "seeds: a table and a figure (sapo_experiments.bench_ratio)")
-    bench_ratio.add_arguments(bench_parser)
-    bench_parser.set_defaults(handler=bench_ratio.run_from_args)
-
-    from sapo_experiments.attack import cli as attack
-
-    attack_parser = commands.add_parser(
-        "attack", help="hostile nodes (14 attacks: forged, replayed, flooded, sybil, held-out, "
-                       "absurd-round and malformed packets, spam, garbage, wrong answers, "
-                       "free riders, poison, answers slow to score) against the defenses, "
-                       "with simulated learners: a table and a figure (sapo_experiments.attack)")
-    attack.add_arguments(attack_parser)
-    attack_parser.set_defaults(handler=attack.run_from_args)
-
-    from sapo_experiments.format_propagation import cli as format_propagation
-
-    format_parser = commands.add_parser(
-        "format-propagation", help="SmolLM2 LoRA nodes isolated, sharing, with a scripted "
-                                   "demonstrator and after it leaves: does the <answer> format "
-                                   "spread? (sapo_experiments.format_propagation)")
-    format_propagation.add_arguments(format_parser)
-    format_parser.set_defaults(handler=format_propagation.run_from_args)
+    for sweep in (reproduce, bench_ratio, attack, format_propagation):
+        sweep.register(commands)  # a sapo_experiments.sweep_cli.SweepCommand each
 
     from sapo_experiments import warm_start_cli
 
