@@ -33,6 +33,7 @@ from sapo_experiments.bench_ratio.sweep import compute, scenario_seed
 from sapo_experiments.reproduce.report import t_quantile_975
 from sapo_experiments.run_files import load_run
 
+pytestmark = pytest.mark.slow  # whole benchmark sweeps and the tuning
 TINY = dict(rounds=12, seeds=2, n_agents=4, jobs=1, progress=False, plots=False, tuned=None)
 
 

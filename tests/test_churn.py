@@ -236,6 +236,7 @@ def test_churning_agent_checks_its_arguments_and_draws_offline_rounds_from_its_s
     assert rounds == [b.offline_in(r) for r in range(200)] and 70 < sum(rounds) < 130
 
 
+@pytest.mark.slow
 def test_the_churn_example_runs_and_writes_its_results(tmp_path):
     spec = importlib.util.spec_from_file_location("churn_example", ROOT / "examples" / "churn.py")
     example = importlib.util.module_from_spec(spec)

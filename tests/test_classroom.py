@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each script a subprocess that trains
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "01_one_round_by_hand.py": ([], "THE BATCH node_0 trains on"),

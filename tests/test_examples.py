@@ -65,6 +65,7 @@ def test_readme_usage_block_runs():
     assert 0.3 < namespace["history"].swarm_mean.mean() < 0.7  # demonstrators at accuracy 0.5
 
 
+@pytest.mark.slow
 def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp_path):
     """The README's "Benchmark your own I:J policy": its policy, its test (run with pytest)
     and its command, run as a user would, from the folder holding the files (the command

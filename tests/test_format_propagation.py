@@ -34,6 +34,7 @@ from sapo_experiments.format_propagation import sweep as sweep_module
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
+pytestmark = pytest.mark.slow  # tiny LMs trained, SmolLM2, worker processes
 ROOT = Path(__file__).resolve().parents[1]
 
 

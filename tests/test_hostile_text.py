@@ -23,6 +23,7 @@ import sapo_env
 from sapo_env.config import PAPER_TASKS
 from sapo_env.tasks import reference_answer
 
+pytestmark = pytest.mark.slow  # Hypothesis: 2070 hostile actions on 9 tasks
 SENTINEL = "SAPO_ENV_PWNED"
 CODE = f"__import__('os').environ.__setitem__('{SENTINEL}', '1')"
 DEEP = 100_000

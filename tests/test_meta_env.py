@@ -196,6 +196,7 @@ def test_supersuit_vector_env_steps_and_pickles():
     venv.close()
 
 
+@pytest.mark.slow
 def test_ppo_learns_the_known_best_j():
     """Generation costs 0.25 per completion and a reward is at most 1: answering nothing
     (J = train_budget = 4) is best in every state, and PPO finds it."""
@@ -301,6 +302,7 @@ def test_ratio_features_values_defaults_and_bounds():
         RatioFeatures(max_rounds=6, window=0)
 
 
+@pytest.mark.slow
 def test_training_example_quick_run(tmp_path, capsys):
     import importlib.util
     from pathlib import Path

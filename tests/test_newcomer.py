@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------ command line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["info"], ["demo", "--rounds", "1"]])
 def test_closed_stdout_exits_quietly(command):
     """`sapo-env info | head -1`: the reader is gone before the command writes anything."""
@@ -125,6 +126,7 @@ def test_a_round_without_questions(agent):
 # ------------------------------------------------------------------ benchmarks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["env_step.py", "sim_swarm.py", "lm_agent.py"])
 def test_benchmarks_write_only_when_asked(script):
     if script == "lm_agent.py":

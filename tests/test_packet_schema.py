@@ -118,6 +118,7 @@ _values = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(field=st.sampled_from(sorted(GROUP_FIELDS)), value=_values)
 def test_any_value_in_any_field_gives_a_group_or_a_reason(honest_group, field, value):

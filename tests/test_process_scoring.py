@@ -49,6 +49,7 @@ def _play(rounds, in_thread, hostile=(), **settings):
     return out, seconds
 
 
+@pytest.mark.slow
 def test_scoring_in_a_worker_thread_gives_the_main_threads_scores(caplog):
     in_main, _ = _play(3, in_thread=False)
     in_thread, _ = _play(3, in_thread=True)
@@ -56,6 +57,7 @@ def test_scoring_in_a_worker_thread_gives_the_main_threads_scores(caplog):
     assert "scoring in a child process" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_hostile_node_is_stopped_at_its_budget_from_a_worker_thread():
     """64 completions of 1e999999999 on coin_flip cost about 75 s to score unbounded. From a
     thread, with a 1.5 s budget per node, the round returns (the bound is loose on purpose:
@@ -71,6 +73,7 @@ def test_a_hostile_node_is_stopped_at_its_budget_from_a_worker_thread():
     assert rewards["node_1"] == honest[1][0]["node_1"]
 
 
+@pytest.mark.slow
 def test_a_node_that_overruns_gets_the_child_killed_and_the_others_are_scored(monkeypatch,
                                                                                caplog):
     """The hard kill, as for C code that never checks for signals: node 0's completions take
@@ -105,6 +108,7 @@ def test_a_truncated_message_reads_as_the_end_of_the_stream(message):
     assert process_scoring._read(io.BytesIO(message)) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["coin_flip", "intermediate_integration", "rush_hour"])
 def test_from_a_thread_every_slow_answer_costs_a_node_at_most_its_budget(task):
     """The tasks whose scorers ran for 75-89 s on 64 hostile answers (or timed out) before

@@ -23,6 +23,7 @@ from sapo_experiments.ray_runs import RayOptions
 from sapo_experiments.reproduce import cli as reproduce_cli
 from sapo_experiments.run_files import load_run, run_all
 
+pytestmark = pytest.mark.slow  # Ray: a local cluster, each sweep run as Ray tasks
 CLIS = {"reproduce": reproduce_cli, "bench-ratio": bench_cli, "attack": attack_cli,
         "format-propagation": format_cli}
 LM_CLIS = ("reproduce", "format-propagation")  # the ones with --gpus-per-run

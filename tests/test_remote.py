@@ -21,6 +21,7 @@ from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
 from sapo_env.runtime.agent_calls import ConcurrentAgent
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # Ray: a local cluster and its actors
 HERE = Path(__file__).resolve().parent
 
 

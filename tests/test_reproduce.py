@@ -12,6 +12,7 @@ import sapo_experiments.reproduce as rp
 from sapo_experiments.reproduce import cli as rp_cli
 from sapo_experiments.reproduce import sweep
 
+pytestmark = pytest.mark.slow  # whole sweeps, tiny learners trained
 ARITHMETIC = ["basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "max_digits": 1}]
 TINY = ["--quick", "--rounds", "8", "--nodes", "3", "--seeds", "2", "--held-out-every", "4",
         "--held-out-questions", "3", "--no-progress"]

@@ -53,6 +53,7 @@ from sympy.printing.str import StrPrinter
 from sapo_env.scoring import safe_scorers
 from sapo_env.tasks import reference_answer
 
+pytestmark = pytest.mark.slow  # 300 entries per task scored twice, sympy
 ENTRIES = 300
 FORMS_PER_ENTRY = 2
 """Rewritten forms scored per entry besides the reference and one wrong answer (see above)."""

@@ -139,6 +139,7 @@ print(json.dumps([q["prompt"] for o in observations.values() for q in o["questio
 """
 
 
+@pytest.mark.slow
 def test_the_paper_tasks_draw_the_same_questions_under_any_string_hash_seed():
     """Reproducible across processes: the questions do not depend on PYTHONHASHSEED (six other
     reasoning-gym tasks do: docs/environment.md, "Tasks")."""
