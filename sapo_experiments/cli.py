@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "specialist node for a swarm (sapo_experiments.warm_start_cli)")
     warm_start_cli.add_arguments(warm_parser)
     warm_parser.set_defaults(handler=warm_start_cli.run_from_args)
+    for subcommand in commands.choices.values():  # for main's errors: see there
+        subcommand.set_defaults(subcommand_parser=subcommand)
     return parser
 
 
@@ -93,7 +95,9 @@ J (num_external): the action sets a node's J for its next round; round 0's comes
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # argparse would answer with the top-level usage; the subcommand's says more
+        args.subcommand_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
         try:
