@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,6 +51,10 @@ def assert_same_runs(here: Path, there: Path) -> None:
 
 
 # --- the sweeps on Ray -----------------------------------------------------------------------
+def without_wall_times(text: str) -> str:
+    return re.sub(r"\b\d+\.\d s\b", "? s", text)
+
+
 def test_attack_on_ray_saves_the_runs_of_this_process(local_ray, tmp_path, capsys):
     quick = ["attack", "--quick", "--attacks", "forge_rewards", "--seeds", "1", "--no-plots"]
     cli.main([*quick, "--jobs", "1", "--no-progress", "--out", str(tmp_path / "here")])
@@ -57,7 +62,9 @@ def test_attack_on_ray_saves_the_runs_of_this_process(local_ray, tmp_path, capsy
     cli.main([*quick, "--ray-address", "local", "--out", str(tmp_path / "ray")])
     captured = capsys.readouterr()
     assert "4/4" in captured.err  # the bar counted the runs as they came back
-    assert captured.out.split("Wrote")[0] == here_table.split("Wrote")[0]
+    # the same tables, but for the slowest round's wall time, which the machine's load decides
+    assert without_wall_times(captured.out.split("Wrote")[0]) == without_wall_times(
+        here_table.split("Wrote")[0])
     assert_same_runs(tmp_path / "here" / "runs", tmp_path / "ray" / "runs")
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert summary["jobs"] is None and summary["settings"]["ray"]["address"] == "local"
