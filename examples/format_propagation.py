@@ -8,7 +8,8 @@ that answers right and writes the tag half the time. Each round prints, per LM n
 use (share of completions with a well-formed <answer>...</answer>), its strict reward (tag
 required) and its lenient accuracy (answer read without the tag: arithmetic, not format).
 
-    python examples/format_propagation.py                  # demonstrator, 30 rounds (~20 min)
+    python examples/format_propagation.py                  # demonstrator, 30 rounds
+    python examples/format_propagation.py --rounds 3       # 104 s wall, 182 s CPU at load 1.9
     python examples/format_propagation.py --condition isolated
     python examples/format_propagation.py --condition demonstrator-leaves --rounds 40
 

@@ -21,10 +21,10 @@ decides nothing; ``make demo`` (3 seeds) finds 4/4 below 8/0 under every seed, a
 200-round sweep in docs/tiny-reproduce/ says why: others' text is off the receiving node's
 policy, so its gradients are larger and the norm clip binds more often.
 
-Time: 205-358 s per setting at the defaults, measured on a 2-core machine busy with other runs
-(the control generates twice as much, so it is the slowest); the first run also warm-starts
-the two specialists, about 4 minutes, cached in ``~/.cache/sapo-env``. Needs torch and
-transformers: ``pip install -e ".[lm,plot]"``.
+Time: 205-358 s wall per setting at the defaults, measured on a 2-core machine busy with other
+runs, CPU time not recorded (the control generates twice as much, so it is the slowest); the
+first run also warm-starts the two specialists, about 4 minutes, cached in
+``~/.cache/sapo-env``. Needs torch and transformers: ``pip install -e ".[lm,plot]"``.
 
 Run:  python examples/classroom/02_isolation_vs_sharing.py [--rounds 40] [--seeds 1]
       [--warm-start-steps 600]
