@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="instead of the benchmark: on the training seeds, find each "
                              "scenario's best fixed ratio and oracle schedule and tune the "
                              "built-in policies, and write them into the tuning file (all 8 "
-                             "scenarios: about 46 minutes here)")
+                             "scenarios: 46 min wall, 101 min of its runs' CPU on an idle 2-core "
+                             "machine)")
     parser.add_argument("--tuned", default=str(TUNED_FILE), metavar="PATH",
                         help="the tuning file (default: the committed one); 'none': no "
                              "tuning (defaults, no oracle)")

@@ -18,10 +18,10 @@ for, over several seeds:
   informative groups of the previous round (``external_source="self_replay"``), so that reuse
   alone cannot either.
 
-With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the
-whole sweep takes minutes on a laptop, and says something about sampling dynamics, nothing
-about language models. ``learner="grpo"`` runs ``agents.GRPOAgent`` language models (GPUs);
-any agent factory runs your own agents (``sapo_experiments.learners``).
+With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the whole
+sweep took 25 minutes wall on one core of a 2-core VM (CPU time not recorded), and says something
+about sampling dynamics, nothing about language models. ``learner="grpo"`` runs ``agents.GRPOAgent``
+language models (GPUs); any agent factory runs your own agents (``sapo_experiments.learners``).
 
 Outputs in ``out``:
     ``results.md``, ``results.csv``   cumulative reward, mean and 95% CI over seeds, its ratio
