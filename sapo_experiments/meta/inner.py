@@ -41,8 +41,8 @@ pulls away from isolated nodes (8/0) after about 100 rounds (measured, n = 8, on
 reward 0.037 vs 0.017 in rounds 100-200, 0.11 vs 0.024 in rounds 250-300), so 200 rounds let
 a J choice pay off inside an episode, while one episode of 8 nodes still takes about 10 s
 (measured: a 200-round run of 8 simulated learners, 10.6 s wall, 10.2 s CPU at load 0.4, on
-one core of a 2-core AMD EPYC): PPO sees tens of episodes in ten minutes. The paper's runs are 2000 rounds
-long; pass ``max_rounds=2000`` to train on those."""
+one core of a 2-core AMD EPYC): PPO sees tens of episodes in ten minutes. The paper's runs
+are 2000 rounds long; pass ``max_rounds=2000`` to train on those."""
 
 
 def _own(net: Mapping[str, float]) -> dict[str, float]:
