@@ -23,7 +23,8 @@ $(VENV)/.dev: $(VENV)/.core
 
 # The main job: 8/0 against 4/4 on tiny transformer specialists that learn by GRPO (real
 # learners, on the CPU), 40 rounds x 4 seeds, with figures and TensorBoard runs, in bfloat16
-# where the CPU has bfloat16 instructions (--tiny-dtype fast: 1.7x faster here); then the full
+# where the CPU has bfloat16 instructions (--tiny-dtype fast: 1.7x faster on one that has them,
+# float32 and no faster elsewhere; BENCHMARKS.md, "The main job"); then the full
 # 200-round float32 sweep committed in docs/tiny-reproduce/, beside it. Needs torch (pinned above for
 # these machines) and transformers; nothing is downloaded from a model hub.
 $(VENV)/.demo: $(VENV)/.core
