@@ -146,6 +146,7 @@ def compute(spec: RunSpec) -> RunFile:
     round_seconds = np.zeros(config.rounds)
     samples = [[""] * len(names) for _ in range(config.rounds)]  # one completion per node
     board = _board(config, spec, condition)
+    calls = sapo_env.runtime.AgentCalls(agents)  # how each node is called, once a run
     observations, _ = env.reset(seed=env_seed)
     if board is not None:
         board.on_run_start(env, agents)
@@ -153,7 +154,7 @@ def compute(spec: RunSpec) -> RunFile:
     for t in bar:
         started = time.perf_counter()
         questions = {a: observations[a]["questions"] for a in env.agents}
-        record = sapo_env.runtime.play_round(env, agents, observations)
+        record = sapo_env.runtime.play_round(env, calls, observations)
         observations = record.observations
         round_seconds[t] = time.perf_counter() - started
         values = {a: round_metrics(questions[a], record.actions[a], record.rewards[a],

@@ -28,7 +28,7 @@ import numpy as np
 
 from agents.ratio.features import RatioFeatures
 from sapo_env.config import SwarmConfig
-from sapo_env.runtime import RoundRecord, play_round
+from sapo_env.runtime import AgentCalls, RoundRecord, play_round
 from sapo_env.swarm import SwarmEnv, parallel_env
 from sapo_env.validation import check_int
 from sapo_experiments.learners import AgentFactory, simulated_learners
@@ -121,7 +121,7 @@ class InnerSwarm:
         self.config = config
         self.env = SwarmEnv(config.swarm)
         self.names = tuple(self.env.possible_agents)
-        self.agents: dict[str, Any] = {}
+        self.agents = AgentCalls({})  # the episode's learners, set by reset
         self.observations: dict[str, Any] = {}
         self._features: dict[str, RatioFeatures] = {}
         self._seed_sequence: np.random.SeedSequence | None = None
@@ -147,7 +147,7 @@ class InnerSwarm:
         if len(learners) != len(self.names):
             raise ValueError(f"learner factory returned {len(learners)} agents, expected "
                              f"{len(self.names)} (one per node of {list(self.names)})")
-        self.agents = dict(zip(self.names, learners))
+        self.agents = AgentCalls(dict(zip(self.names, learners)))  # resolved once an episode
         self._features = {a: RatioFeatures(swarm.max_rounds, self.config.feature_window)
                           for a in self.names}
         return episode
