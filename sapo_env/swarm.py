@@ -143,20 +143,19 @@ class SwarmEnv(ParallelEnv):
         seed_sequence = (np.random.SeedSequence(seed) if seed is not None or self._run is None
                          else self._run.seed_sequence)
         question_seq, sampling_seq = seed_sequence.spawn(1)[0].spawn(2)
-        questions = QuestionSource(c, question_seq)
         self.agents = churn.present_at_start(nodes, c.join_rounds)
         self.round = 0
-        num_external = {a: c.initial_num_external(a) for a in nodes}
         sampling = sampling_seq.spawn(len(nodes))
         self._run = env_state.RunState(
-            seed_sequence, questions,
+            seed_sequence, QuestionSource(c, question_seq),
             rngs={a: np.random.default_rng(s) for a, s in zip(nodes, sampling)},
             pool=SharedPool(c.pool_window, c.pool_capacity, self._keep),
             # self-replay: each node's own groups of earlier rounds inside the window
             replay={a: SharedPool(c.pool_window - 1, None, self._keep) for a in nodes}
             if self._self_replay else {},
-            batches={a: () for a in nodes}, num_external=num_external,
-            drawn=questions.draw_round({a: c.questions_for(num_external[a]) for a in self.agents}))
+            batches={a: () for a in nodes}, drawn={},
+            num_external={a: c.initial_num_external(a) for a in nodes})
+        self._run.drawn = self._draw_questions()
         return self._observations(), {a: {} for a in self.agents}
 
     def state_dict(self) -> dict[str, Any]:
