@@ -124,8 +124,10 @@ class SwarmConfig:
     filter_local: bool = False
     """Also filter a node's own groups (the paper filters only external ones). With
     ``questions_per_round`` > ``train_budget`` this gives the oversampled, filtered baseline
-    that separates filtering from sharing; without oversampling it only drops groups that carry
-    no gradient and replaces none of them."""
+    that separates filtering from sharing. Without oversampling it drops groups that carry no
+    gradient and replaces none of them, which still changes a GRPO step: they count in the
+    loss's normaliser (``agents.GRPOConfig.count_zero_advantage_groups``), so each step on the
+    remaining groups is longer."""
     external_source: ExternalSource = "swarm"
     """Where the J external groups come from: ``"swarm"`` (other nodes' shared groups) or
     ``"self_replay"`` (the node's own groups of earlier rounds inside the pool window: the

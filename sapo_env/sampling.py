@@ -103,6 +103,13 @@ class Assembly:
     local_shortfall: int
     external_shortfall: int
 
+    @property
+    def mean_reward(self) -> float | None:
+        """Mean reward over every completion of the batch, own and external groups alike (what
+        genrl's trainer logs as a node's reward); None for an empty batch."""
+        rewards = [float(r) for g in self.batch for r in g["rewards"]]
+        return sum(rewards) / len(rewards) if rewards else None
+
 
 def assemble_batch(
     node: str,

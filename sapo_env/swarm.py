@@ -331,6 +331,7 @@ class SwarmEnv(ParallelEnv):
                 "pool_size_filtered": source.count_for(others, filtered=True),
                 "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
+                "batch_mean_reward": assemblies[a].mean_reward,
                 "shared_groups": len(shared),
                 "staleness": self.round - (asked := run.held.get(a, self.round)),
                 "stale_unshared": 0 if run.pool.in_window(asked, self.round) else len(shared),

@@ -172,6 +172,19 @@ def test_zero_advantage_groups_are_filtered_with_a_reported_shortfall(small_env)
         assert infos[a]["zero_advantage_fraction"] == 1.0
 
 
+def test_batch_mean_reward_is_the_mean_over_the_trained_batch_received_groups_included(
+        small_env):
+    observations, _ = small_env.reset(seed=0)
+    for _ in range(2):  # round 1 has a pool to draw from
+        observations, _, _, _, infos = small_env.step(
+            mixed_actions(observations, num_external=2))
+    for a in small_env.agents:
+        batch = observations[a]["batch"]
+        assert any(not g["local"] for g in batch)
+        completions = [float(r) for g in batch for r in g["rewards"]]
+        assert infos[a]["batch_mean_reward"] == pytest.approx(np.mean(completions))
+
+
 def test_filter_local_and_filter_none():
     env = sapo_env.parallel_env(**SMALL, filter_local=True)
     observations, _ = env.reset(seed=0)
@@ -291,7 +304,8 @@ def test_infos_are_complete(small_env):
         "status", "num_external", "generated_completions", "task_scores", "local_groups",
         "external_groups", "local_shortfall", "external_shortfall", "pool_size",
         "pool_size_filtered", "pool_mean_reward_filtered", "zero_advantage_fraction",
-        "shared_groups", "staleness", "stale_unshared", "shared_mean_reward", "taken_by_others",
+        "batch_mean_reward", "shared_groups", "staleness", "stale_unshared",
+        "shared_mean_reward", "taken_by_others",
         "scoring_failures",
         "rejected_groups", "rejected_groups_swarm"}
     assert all(0 <= v <= 1 for v in infos["node_0"]["task_scores"].values())
