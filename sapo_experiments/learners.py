@@ -86,13 +86,21 @@ class GRPOLearners:
 class TinyLearners:
     """Tiny GRPO nodes (``agents.tiny``, ~1M parameters, on a CPU), as one batched swarm.
 
-    Heterogeneous specialists: node ``i`` is warm-started on ``specialties[i % k]`` alone (a
-    supervised warm start to ``target_accuracy`` on that task, cached on disk), and every node
-    is asked questions of every specialty (:meth:`swarm_settings`). SAPO's claim is that one
-    node's success spreads: a node that never answers a task right gets no signal on it from
-    its own groups (all its completions score 0, so their advantages are 0), and only other
-    nodes' groups can show it what a right answer looks like. With identical nodes the
-    claim is hard to test: what one discovers, the others find as easily on their own.
+    Two kinds of swarm, both asked questions of every specialty (:meth:`swarm_settings`):
+
+    - Specialists (the default): node ``i`` is warm-started on ``specialties[i % k]`` alone
+      (a supervised warm start to ``target_accuracy`` on that task, cached on disk), the same
+      warm starts for every seed. A node that never answers a task right gets no signal on it
+      from its own groups (all its completions score 0, so their advantages are 0), and only
+      other nodes' groups can show it what a right answer looks like; but that text is the
+      other kind's, which the node would rarely write.
+    - A common base (``common_base=True``): every node of a run starts from one warm start
+      trained on all the specialties together and stopped early at ``target_accuracy``, the
+      paper's setting (one base model for every node). Each seed has its own, independently
+      trained base (its warm-start seed is drawn from the run's agent seed), so seeds differ
+      in their start, not only in their sampling. With a low target on a binary-reward task
+      many of a node's own groups are all wrong, and another node's rare success is text the
+      node could have written: the sparse-signal regime where sharing could pay.
     """
 
     specialties: tuple[str, ...] = ("basic_arithmetic", "spell_backward")
@@ -104,8 +112,11 @@ class TinyLearners:
     max_grad_norm: float | None = 1.0
     """Gradient-norm clipping of the GRPO step (None: off, as genrl's trainer)."""
     target_accuracy: float = 0.3
-    """Each specialist's warm-start accuracy on its own task, where reached within
-    ``warm_start_steps``."""
+    """Each specialist's warm-start accuracy on its own task (a common base's on every
+    specialty), where reached within ``warm_start_steps``."""
+    common_base: bool = False
+    """Start every node of a run from one warm start on every specialty, a different one per
+    seed (see the class docstring); False: specialists, the same for every seed."""
     warm_start_steps: int = 600
     """Most supervised steps of a warm start."""
     batched: bool = True
@@ -139,8 +150,9 @@ class TinyLearners:
             native = False
         return "bfloat16" if native else "float32"
 
-    def warm_start_configs(self) -> list[Any]:
-        """The warm start of each specialty."""
+    def warm_start_configs(self, seeds: Sequence[np.random.SeedSequence] = ()) -> list[Any]:
+        """The warm starts: one per specialty, or with ``common_base`` one per run seed of
+        ``seeds`` (the agent seeds the factory is called with)."""
         from agents.tiny.config import SPECIALIST_TASKS, WarmStartConfig
 
         unknown = [s for s in self.specialties if s not in SPECIALIST_TASKS]
@@ -148,17 +160,18 @@ class TinyLearners:
             raise ValueError(f"specialties must be tasks of {list(SPECIALIST_TASKS)}, "
                              f"got {list(self.specialties)}")
         every = [SPECIALIST_TASKS[s] for s in self.specialties]
-        return [WarmStartConfig(tasks=[SPECIALIST_TASKS[s]], eval_tasks=every,
-                                target_accuracy=self.target_accuracy,
-                                max_steps=self.warm_start_steps,
-                                max_new_tokens=self.max_new_tokens)
-                for s in self.specialties]
+        settings = {"eval_tasks": every, "target_accuracy": self.target_accuracy,
+                    "max_steps": self.warm_start_steps, "max_new_tokens": self.max_new_tokens}
+        if self.common_base:
+            return [WarmStartConfig(tasks=every, seed=base_seed(s), **settings) for s in seeds]
+        return [WarmStartConfig(tasks=[task], **settings) for task in every]
 
-    def warm_starts(self, jobs: int = 1) -> list[Path]:
-        """Each specialty's warm-started model folder (``warm_starts`` below, on
+    def warm_starts(self, jobs: int = 1, seeds: Sequence[np.random.SeedSequence] = ()
+                    ) -> list[Path]:
+        """The folders of :meth:`warm_start_configs` (``warm_starts`` below, on
         ``torch_threads`` threads). Call it before starting runs in parallel, so that they do
         not train the same one."""
-        return warm_starts(self.warm_start_configs(), jobs, self.torch_threads)
+        return warm_starts(self.warm_start_configs(seeds), jobs, self.torch_threads)
 
     def swarm_settings(self) -> dict[str, Any]:
         """``SwarmConfig`` fields these nodes need: the specialties' tasks, and the empty
@@ -178,8 +191,15 @@ class TinyLearners:
         config = GRPOConfig(max_new_tokens=self.max_new_tokens, learning_rate=self.learning_rate,
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
                             torch_threads=self.torch_threads, dtype=self.compute_dtype())
-        agents = tiny_nodes(self.warm_starts(), config, num_external, seed.spawn(len(names)))
+        folders = self.warm_starts(seeds=[seed])  # a common base: this seed's one
+        agents = tiny_nodes(folders, config, num_external, seed.spawn(len(names)))
         return batched_swarm(agents, names) if self.batched else agents
+
+
+def base_seed(seed: np.random.SeedSequence) -> int:
+    """The warm-start seed of a common base, drawn from a run's agent seed without spawning
+    from it (spawning would change the nodes' own seeds)."""
+    return int(seed.generate_state(1, dtype=np.uint32)[0])
 
 
 def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None = 1

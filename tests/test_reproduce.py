@@ -54,13 +54,15 @@ def test_each_configuration_follows_its_protocol():
     assert {label: (c.questions_for(c.initial_num_external("node_0")),
                     c.initial_num_external("node_0")) for label, c in by_label.items()} == {
         "8/0": (8, 0), "6/2": (6, 2), "4/4": (4, 4), "2/6": (2, 6),
-        "8/0 oversampled + filtered": (16, 0), "4/4 self-replay": (4, 4)}
+        "8/0 oversampled + filtered": (16, 0), "4/4 self-replay": (4, 4),
+        "8/0 filtered": (8, 0), "4/4 answering 8": (8, 4)}
     assert by_label["8/0 oversampled + filtered"].filter_local
+    assert by_label["8/0 filtered"].filter_local and not by_label["8/0"].filter_local
     fixed = rp.ReproduceConfig(protocol="fixed")
     assert {e.label: fixed.swarm_config(e).questions_per_round for e in rp.EXPERIMENTS} == {
         "8/0": 8, "6/2": 8, "4/4": 8, "2/6": 8, "8/0 oversampled + filtered": 16,
-        "4/4 self-replay": 8}
-
+        "4/4 self-replay": 8, "8/0 filtered": 8, "4/4 answering 8": 8}
+    assert paper.experiments == rp.config.PAPER_AND_TWO_CONTROLS  # the default sweep: six
 
 def test_cli_swarm_overrides():
     args = rp_cli.build_parser().parse_args(["--swarm", 'answer_format="lenient"', "--swarm",
@@ -87,7 +89,7 @@ def test_the_tiny_learner_has_its_own_full_and_quick_sweeps():
     tiny = rp.ReproduceConfig(learner="tiny")
     assert (tiny.rounds, tiny.seeds, tiny.held_out_every, tiny.held_out_questions) == (
         200, 3, 50, 32)
-    assert tiny.experiments == tuple(e.label for e in rp.EXPERIMENTS)
+    assert tiny.experiments == rp.config.PAPER_AND_TWO_CONTROLS
     quick = rp.ReproduceConfig(learner="tiny", quick=True)
     assert (quick.experiments, quick.rounds, quick.seeds, str(quick.out)) == (
         ("8/0", "4/4"), 40, 4, "out/reproduce-tiny-quick")
@@ -115,7 +117,7 @@ def test_tiny_dtype_reaches_the_agents_and_fast_is_resolved_per_machine(monkeypa
     import agents.tiny.warm_start as warm_start
 
     built = []
-    monkeypatch.setattr(TinyLearners, "warm_starts", lambda self, jobs=1: [])
+    monkeypatch.setattr(TinyLearners, "warm_starts", lambda self, jobs=1, seeds=(): [])
     monkeypatch.setattr(warm_start, "tiny_nodes", lambda paths, config, *a: built.append(config)
                         or [])
     TinyLearners(dtype="fast", batched=False)(["node_0"], 4, np.random.SeedSequence(0))
@@ -160,7 +162,8 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
 
 def _row(label, ratio, ci):
     return rp.Row(experiment=label, local=4, external=4, seeds=3, cumulative=1.0,
-                  cumulative_ci=0.1, ratio=ratio, ratio_ci=ci, paper=None, paper_ratio=None,
+                  cumulative_ci=0.1, ratio=ratio, ratio_ci=ci, batch_ratio=None,
+                  batch_ratio_ci=None, paper=None, paper_ratio=None,
                   generated=32.0, reward_per_1k=1.0, final_reward=0.5, held_out=None, note="")
 
 
@@ -319,6 +322,50 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     assert "## Per seed" in text and "## What the specialists knew" in text
     assert "basic_arithmetic nodes on spell_backward" in text
     assert "## The GRPO steps" in text and "| 4/4 | " in text.split("## The GRPO steps")[1]
+
+
+def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_own(
+        tmp_path, request, monkeypatch):
+    """--tiny-common-base: one warm start per seed (the same in every configuration), every
+    node of a run starts from it; the report pairs against 8/0 filtered and gives the batch
+    reward beside the own-completion reward."""
+    torch = pytest.importorskip("torch")
+    from agents.tiny.config import SPECIALIST_TASKS
+
+    request.getfixturevalue("one_torch_thread")
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
+    args = rp_cli.build_parser().parse_args(
+        ["--learner", "tiny", "--tiny-common-base", "--tiny-specialties", "basic_arithmetic",
+         "--tiny-target-accuracy", "0.99", "--experiments", "8/0", "4/4", "8/0 filtered",
+         "--rounds", "2", "--nodes", "2", "--seeds", "2", "--held-out-every", "2",
+         "--held-out-questions", "4", "--jobs", "1", "--no-tensorboard", "--no-plots",
+         "--no-progress", "--out", str(tmp_path / "out"), "--swarm", "completions_per_question=2"])
+    config = rp_cli.config_from_args(args)
+    config = dataclasses.replace(config, tiny=dataclasses.replace(config.tiny,
+                                                                  warm_start_steps=2))
+    assert config.tiny.common_base and config.tiny.target_accuracy == 0.99
+    seeds = [rp.seeds_of(config.base_seed, k)[1] for k in range(2)]
+    bases = config.tiny.warm_start_configs(seeds)
+    assert [b.tasks for b in bases] == [(SPECIALIST_TASKS["basic_arithmetic"],)] * 2
+    assert bases[0].seed != bases[1].seed  # independently trained bases
+    first, second = (config.tiny(["a", "b"], 0, s) for s in seeds)
+    again = config.tiny(["a", "b"], 4, rp.seeds_of(config.base_seed, 0)[1])
+
+    def weights(agent):
+        return torch.cat([p.detach().flatten() for p in agent.model.parameters()])
+
+    assert torch.equal(weights(first[0]), weights(first[1]))  # one base for a run's nodes
+    assert torch.equal(weights(first[0]), weights(again[0]))  # and for seed 0 everywhere
+    assert not torch.equal(weights(first[0]), weights(second[0]))
+    result = rp.reproduce(config)
+    run = result.runs["4/4"][0]
+    assert run["batch_rewards"].shape == run["rewards"].shape == (2, 2)
+    batch = rp.report.cumulative_rewards(result.runs, "batch_rewards")
+    assert batch["4/4"][0] == pytest.approx(np.nanmean(run["batch_rewards"], axis=1).sum())
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "| batch ratio |" in text and "all nodes on basic_arithmetic" in text
+    assert "minus 8/0 filtered, per seed" in text
+    assert "## Per seed, reward of the trained batch" in text
 
 
 def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, caplog):

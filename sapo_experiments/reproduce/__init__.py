@@ -11,12 +11,15 @@ for, over several seeds:
 
 - ``8/0 oversampled + filtered``: the no-sharing baseline draws 16 questions, drops its own
   zero-advantage groups and trains on up to 8 informative ones (at twice the generation cost),
-  so that filtering alone could explain SAPO's gain if it did. (Filtering without oversampling
-  only removes groups that carry no gradient and replaces none, so it cannot differ from 8/0
-  for a GRPO learner: no control at all.)
+  so that filtering alone could explain SAPO's gain if it did.
 - ``4/4 self-replay``: the node answers 4 questions and fills the J slots from its *own*
   informative groups of the previous round (``external_source="self_replay"``), so that reuse
   alone cannot either.
+
+and, when named in ``experiments``, two more: ``8/0 filtered`` (8 questions, own
+zero-advantage groups dropped: the same budget; the dropped groups carry no gradient but count
+in the loss's normaliser, so every step on the rest is longer) and ``4/4 answering 8`` (8
+questions answered, 4 own + 4 external trained on: sharing without the saved generation).
 
 With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the whole
 sweep took 25 minutes wall on one core of a 2-core VM (CPU time not recorded), and says something

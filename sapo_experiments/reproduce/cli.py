@@ -41,6 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--tiny-specialties", nargs="+", default=list(d.tiny.specialties),
                         metavar="TASK", help="tiny learner: each node's warm-start task, dealt "
                         "round-robin (default: " + " ".join(d.tiny.specialties) + ")")
+    parser.add_argument("--tiny-common-base", action="store_true",
+                        help="tiny learner: start every node from one warm start on every "
+                             "specialty, a different one per seed (the paper's one base "
+                             "model), instead of specialists")
+    parser.add_argument("--tiny-target-accuracy", type=float, default=d.tiny.target_accuracy,
+                        help="tiny learner: the warm start stops at this held-out accuracy "
+                             f"(default {d.tiny.target_accuracy}); low, with a common base, "
+                             "gives the sparse-signal regime")
     parser.add_argument("--tiny-max-grad-norm", type=float, default=d.tiny.max_grad_norm,
                         help="tiny learner: gradient-norm clipping, 0 for none (default "
                              f"{d.tiny.max_grad_norm})")
@@ -92,7 +100,8 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
                else learners.load(args.learner))
     tiny = learners.TinyLearners(
         specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
-        max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype)
+        max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
+        common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy)
     swarm = {}
     for item in args.swarm:
         name, sep, value = item.partition("=")

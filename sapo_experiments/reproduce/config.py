@@ -17,7 +17,7 @@ from sapo_experiments.sweep import (
     SweepConfig,
     canonical_labels,
     run_key,
-    seeds_of,  # noqa: F401 (its old home: benchmarks/calibrate_sim.py imports it from here)
+    seeds_of,  # (also imported from here by benchmarks/calibrate_sim.py, its old home)
 )
 
 Learner = Literal["sim", "tiny", "grpo"]
@@ -47,25 +47,33 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("4/4 self-replay", "4-4-self-replay", 4,
                {"external_source": "self_replay", "pool_window": 2}, None,
                "control: J slots from the node's own groups of the last round"),
+    Experiment("8/0 filtered", "8-0-filtered", 0, {"filter_local": True}, None,
+               "control: 8 questions, own zero-advantage groups dropped (same budget)"),
+    Experiment("4/4 answering 8", "4-4-answering-8", 4, {"questions_per_round": 8}, None,
+               "control: answers 8 questions, trains on 4 own + 4 external"),
 )
-"""The paper's four configurations and the reviewers' two controls."""
+"""The paper's four configurations and four controls: the reviewers' two (oversampled +
+filtered, self-replay), filtering at the same budget, and 4/4 without the saved generation."""
+
+PAPER_AND_TWO_CONTROLS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS[:6])
+"""What a sweep runs by default: the paper's four configurations and the reviewers' two
+controls (the runs in docs/reproduce/ and docs/tiny-reproduce/)."""
 
 BY_LABEL = {e.label: e for e in EXPERIMENTS} | {e.slug: e for e in EXPERIMENTS}
 
 
-ALL_LABELS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS)
-
 FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
-                        "held_out_questions": 64, "out": "out/reproduce", "experiments": ALL_LABELS}
+                        "held_out_questions": 64, "out": "out/reproduce",
+                        "experiments": PAPER_AND_TWO_CONTROLS}
 """The sweep's settings where a field is left at None: the paper's 2000 rounds."""
 QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
                          "held_out_questions": 16, "out": "out/reproduce-quick",
-                         "experiments": ALL_LABELS}
+                         "experiments": PAPER_AND_TWO_CONTROLS}
 """The same with ``quick=True``: a smoke test of the pipeline (79 s wall, 56 s CPU at
 load 4 on 2 cores)."""
 TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
                              "held_out_questions": 32, "out": "out/reproduce-tiny",
-                             "experiments": ALL_LABELS}
+                             "experiments": PAPER_AND_TWO_CONTROLS}
 """The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
 (the committed runs took 572-1,565 s wall each, two at a time on 2 cores, CPU time not
 recorded; 2000 rounds were not run)."""
@@ -98,8 +106,8 @@ class ReproduceConfig(SweepConfig):
     model: str | None = None
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
     experiments: tuple[str, ...] | None = None
-    """Configurations to run, by label or slug (see ``EXPERIMENTS``; None: all six, or
-    tiny quick 8/0 and 4/4)."""
+    """Configurations to run, by label or slug (see ``EXPERIMENTS``; None: the paper's four
+    and the reviewers' two controls, or tiny quick 8/0 and 4/4)."""
     protocol: Protocol = "paper"
     """``"paper"``: a node with J external groups answers I = 8 - J questions (the paper's
     Section 5); ``"fixed"``: every node answers 8 questions whatever its J and trains on I of
@@ -179,7 +187,9 @@ class ReproduceConfig(SweepConfig):
 
     def prepare(self, jobs: int) -> None:
         if self.learner == "tiny":
-            self.tiny.warm_starts(jobs)  # trained once, not by every run at the same time
+            # trained once, not by every run at the same time
+            self.tiny.warm_starts(jobs, [seeds_of(self.base_seed, k)[1]
+                                         for k in range(self.seeds)])
 
     def agent_factory(self) -> AgentFactory:
         """The factory that builds each run's nodes."""

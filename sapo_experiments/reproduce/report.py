@@ -46,6 +46,22 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 
 
 # --- summary ---------------------------------------------------------------------------------
+def cumulative_rewards(runs: dict[str, list[dict[str, Any]]], key: str = "rewards"
+                       ) -> dict[str, list[float]]:
+    """Each run's cumulative swarm-mean reward of array ``key``: ``"rewards"`` (each node's own
+    completions, the step's reward) or ``"batch_rewards"`` (each node's whole training batch,
+    received groups included); configurations whose runs lack the array are left out."""
+    def cumulative(values: np.ndarray) -> float:
+        # a round's mean over the nodes that have a value (an empty batch has none); a round
+        # where no node has one adds nothing
+        present = ~np.isnan(values)
+        sums, counts = np.where(present, values, 0.0).sum(axis=1), present.sum(axis=1)
+        return float((sums / np.maximum(counts, 1)).sum())
+
+    return {e: [cumulative(r[key]) for r in rs]
+            for e, rs in runs.items() if all(key in r for r in rs)}
+
+
 @dataclass
 class Row:
     """One line of the results table."""
@@ -58,6 +74,10 @@ class Row:
     cumulative_ci: float  #: half-width of its 95% CI
     ratio: float | None  #: mean over seeds of cumulative / cumulative of 8/0 (same seed)
     ratio_ci: float | None
+    #: the same ratio of the cumulative batch reward (every completion a node trained on,
+    #: received groups included); None where the runs did not record it
+    batch_ratio: float | None
+    batch_ratio_ci: float | None
     paper: float | None
     paper_ratio: float | None
     generated: float  #: completions generated per node-round (the generation cost)
@@ -72,9 +92,9 @@ def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) ->
     """The table rows: per experiment, cumulative reward with CI and paired ratio to 8/0."""
     budget = SwarmConfig().train_budget  # I + J; --swarm may not change it
     window = smoothing_window(config.rounds)
-    cumulative = {e: np.array([np.nanmean(r["rewards"], axis=1).sum() for r in rs])
-                  for e, rs in runs.items()}
-    base = cumulative.get("8/0")
+    cumulative = {e: np.array(v) for e, v in cumulative_rewards(runs).items()}
+    batch = {e: np.array(v) for e, v in cumulative_rewards(runs, "batch_rewards").items()}
+    base, batch_base = cumulative.get("8/0"), batch.get("8/0")
     paper_base = BY_LABEL["8/0"].paper
     rows = []
     for label, rs in runs.items():
@@ -83,12 +103,16 @@ def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) ->
         ratio = ratio_ci = None
         if base is not None and np.all(base > 0):  # no ratio to a baseline that earned nothing
             ratio, ratio_ci = mean_ci(cumulative[label] / base)
+        batch_ratio = batch_ratio_ci = None
+        if label in batch and batch_base is not None and np.all(batch_base > 0):
+            batch_ratio, batch_ratio_ci = mean_ci(batch[label] / batch_base)
         final = float(np.mean([np.nanmean(r["rewards"][-window:]) for r in rs]))
         generated = np.array([r["generated"].sum(axis=0).mean() for r in rs])  # per node
         held = [r["held_out_scores"][-1].mean() for r in rs if len(r["held_out_scores"])]
         rows.append(Row(
             experiment=label, local=budget - e.num_external, external=e.num_external,
             seeds=len(rs), cumulative=mean, cumulative_ci=ci, ratio=ratio, ratio_ci=ratio_ci,
+            batch_ratio=batch_ratio, batch_ratio_ci=batch_ratio_ci,
             paper=e.paper, paper_ratio=(e.paper / paper_base) if e.paper else None,
             generated=float(generated.mean()) / config.rounds,
             reward_per_1k=float(np.mean(1000 * cumulative[label] / generated)),
@@ -126,17 +150,21 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
         "rounds, one seed" + (": compare ratios, not absolute values." if config.rounds != 2000
                               or config.learner == "sim" else ".") + " Generated: completions "
         "a node generated per round; per 1k: cumulative reward per 1,000 completions a node "
-        "generated over the run.",
+        "generated over the run. The reward is each node's own completions' (the env's); "
+        "batch ratio: the same ratio of the reward of everything a node trained on, received "
+        "groups included (genrl's log; it favours filtering and sharing by construction).",
         "",
-        "| configuration | I | J | cumulative reward | ratio to 8/0 | paper | paper ratio "
-        "| generated | per 1k | final moving reward | held-out pass@1 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| configuration | I | J | cumulative reward | ratio to 8/0 | batch ratio | paper "
+        "| paper ratio | generated | per 1k | final moving reward | held-out pass@1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(
             f"| {r.experiment} | {r.local} | {r.external} "
             f"| {format_value(r.cumulative, r.cumulative_ci)} "
-            f"| {format_value(r.ratio, r.ratio_ci, 2)} | {format_value(r.paper, None, 2)} "
+            f"| {format_value(r.ratio, r.ratio_ci, 2)} "
+            f"| {format_value(r.batch_ratio, r.batch_ratio_ci, 2)} "
+            f"| {format_value(r.paper, None, 2)} "
             f"| {format_value(r.paper_ratio, None, 2)} | {format_value(r.generated, None, 0)} "
             f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
             f"| {format_value(r.held_out, None, 3)} |")

@@ -14,26 +14,32 @@ from typing import Any
 import numpy as np
 
 from sapo_experiments.reproduce.config import ReproduceConfig
-from sapo_experiments.reproduce.report import format_value, mean_ci
+from sapo_experiments.reproduce.report import cumulative_rewards, format_value, mean_ci
 
 
-def per_seed_table(runs: dict[str, list[dict[str, Any]]]) -> str:
-    """Cumulative reward of every run, by configuration and seed, and each configuration's
-    paired difference to 8/0 per seed (the numbers the main table's intervals rest on)."""
-    cumulative = {e: [float(np.nanmean(r["rewards"], axis=1).sum()) for r in rs]
-                  for e, rs in runs.items()}
+def per_seed_table(runs: dict[str, list[dict[str, Any]]], key: str = "rewards",
+                   baseline: str = "8/0") -> str:
+    """Cumulative reward (of ``key``, see :func:`cumulative_rewards`) of every run, by
+    configuration and seed, and each configuration's paired difference to ``baseline`` per
+    seed (the numbers the main table's intervals rest on)."""
+    cumulative = cumulative_rewards(runs, key)
+    if not cumulative:
+        return "(no run recorded it)\n"
     seeds = max(len(v) for v in cumulative.values())
-    base = cumulative.get("8/0")
+    base = cumulative.get(baseline)
     lines = ["| configuration | " + " | ".join(f"seed {k}" for k in range(seeds))
-             + (" | minus 8/0, per seed | mean ± 95% CI |" if base else " |"),
-             "| --- |" + " ---: |" * seeds + (" --- | ---: |" if base else "")]
+             + (f" | minus {baseline}, per seed | mean ± 95% CI | higher in |"
+                if base else " |"),
+             "| --- |" + " ---: |" * seeds + (" --- | ---: | ---: |" if base else "")]
     for label, values in cumulative.items():
         cells = [f"{v:.1f}" for v in values] + ["–"] * (seeds - len(values))
         line = f"| {label} | " + " | ".join(cells)
         if base:
             paired = [v - b for v, b in zip(values, base)]
             line += (" | " + ", ".join(f"{d:+.1f}" for d in paired) + " | "
-                     + format_value(*mean_ci(paired)))
+                     + format_value(*mean_ci(paired)) + " | "
+                     + ("–" if label == baseline else
+                        f"{sum(d > 0 for d in paired)} of {len(paired)} seeds"))
         lines.append(line + " |")
     return "\n".join(lines) + "\n"
 
@@ -42,7 +48,9 @@ def knowledge_table(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]
     """Held-out accuracy of each kind of specialist on each task, before training and at the
     last evaluation, mean ± 95% CI over seeds (each seed's value: the mean over the nodes of
     that kind)."""
-    specialties: Sequence[str] = config.tiny.specialties
+    # a common base: every node is one kind, trained on every specialty
+    specialties: Sequence[str] = (("all",) if config.tiny.common_base
+                                  else config.tiny.specialties)
     first = next(r for rs in runs.values() for r in rs)
     tasks = [str(t) for t in first["held_out_tasks"]]
     pairs = [(s, t) for s in specialties for t in tasks]
@@ -88,7 +96,21 @@ def steps_table(runs: dict[str, list[dict[str, Any]]], max_grad_norm: float | No
 def specialist_markdown(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> str:
     """The sections appended to results.md: per-seed values, and for specialists the
     knowledge table."""
-    text = "\n## Per seed\n\nCumulative reward of each run.\n\n" + per_seed_table(runs)
+    text = ("\n## Per seed\n\nCumulative reward of each run: the sum over rounds of the "
+            "swarm-mean reward of each node's own completions (the env's reward).\n\n"
+            + per_seed_table(runs))
+    if "8/0 filtered" in runs:
+        text += ("\nThe same, paired against 8/0 filtered (8 questions, own zero-advantage "
+                 "groups dropped: the baseline with the sharing configurations' filtering at "
+                 "the same budget).\n\n" + per_seed_table(runs, baseline="8/0 filtered"))
+    text += ("\n## Per seed, reward of the trained batch\n\nThe same sums of each node's "
+             "batch reward: the mean reward over every completion it trained on, received "
+             "groups included (genrl's trainer logs this one; the paper does not say which "
+             "it reports). It rewards filtering and drawing on a pool of informative groups "
+             "by construction, so it cannot stand alone: read it beside the table above.\n\n"
+             + per_seed_table(runs, "batch_rewards"))
+    if "8/0 filtered" in runs:
+        text += "\n" + per_seed_table(runs, "batch_rewards", baseline="8/0 filtered")
     if config.learner == "tiny":
         text += (
             "\n## What the specialists knew\n\nHeld-out pass@1 of each kind of specialist on "

@@ -126,6 +126,8 @@ def compute(spec: RunSpec) -> RunFile:
     held = evaluator.result
     arrays = {
         "rewards": history.rewards, "num_external": history.num_external,
+        # the reward of what each node trained on, received groups included (genrl's log)
+        "batch_rewards": metrics.info_array(history, "batch_mean_reward"),
         "generated": history.generated,
         "held_out_rounds": np.asarray(held.rounds if held else [], dtype=np.int64),
         "held_out_scores": held.as_array() if held else np.zeros((0, c.n_agents)),
