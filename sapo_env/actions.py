@@ -2,7 +2,9 @@
 
 ``parse_actions`` either returns every node's action in a normal form or raises ``ValueError``
 naming the node, the field and what was expected; the env calls it first in ``step`` so a bad
-action leaves the env exactly as it was.
+action leaves the env exactly as it was. The optional ``logprobs`` and ``token_ids`` (the
+sender's per-token log-probabilities and token ids of each completion) are checked by
+:mod:`sapo_env.sender_logprobs`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,15 @@ from typing import Any
 import numpy as np
 
 from sapo_env.config import SwarmConfig
+from sapo_env.sender_logprobs import (
+    TokenFieldError,
+    max_completion_tokens,
+    parse_completion_fields,
+)
 
-ACTION_KEYS = frozenset({"completions", "num_external", "share"})
+ACTION_KEYS = frozenset({"completions", "num_external", "share", "logprobs", "token_ids"})
+
+PerCompletion = tuple[tuple[np.ndarray, ...], ...]  # question -> completion -> per-token array
 
 
 @dataclass(frozen=True)
@@ -23,6 +32,13 @@ class ParsedAction:
     completions: tuple[tuple[str, ...], ...]
     num_external: int
     share: tuple[bool, ...]
+    logprobs: PerCompletion | None = None
+    token_ids: PerCompletion | None = None
+
+    def token_fields(self, k: int) -> dict[str, tuple[np.ndarray, ...]]:
+        """The optional per-completion fields of question ``k``'s group (``{}``: none sent)."""
+        fields = {"logprobs": self.logprobs, "token_ids": self.token_ids}
+        return {name: value[k] for name, value in fields.items() if value is not None}
 
 
 def parse_actions(
@@ -61,11 +77,12 @@ def parse_action(agent: str, action: Any, num_questions: int, config: SwarmConfi
     for key in ("completions", "num_external"):
         if key not in action:
             raise ValueError(f"{agent}: action is missing the field {key!r}")
-    return ParsedAction(
-        completions=_parse_completions(agent, action["completions"], num_questions, config),
-        num_external=_parse_num_external(agent, action["num_external"], config),
-        share=_parse_share(agent, action.get("share"), num_questions),
-    )
+    completions = _parse_completions(agent, action["completions"], num_questions, config)
+    num_external = _parse_num_external(agent, action["num_external"], config)
+    share = _parse_share(agent, action.get("share"), num_questions)
+    logprobs, token_ids = _parse_token_fields(agent, action.get("logprobs"),
+                                              action.get("token_ids"), num_questions, config)
+    return ParsedAction(completions, num_external, share, logprobs, token_ids)
 
 
 def _is_sequence(value: Any) -> bool:
@@ -127,3 +144,40 @@ def _parse_share(agent: str, value: Any, B: int) -> tuple[bool, ...]:
         else:
             raise ValueError(f"{agent}: share[{q}] must be 0 or 1, got {flag!r}")
     return tuple(flags)
+
+
+def _parse_token_fields(agent: str, logprobs: Any, token_ids: Any, B: int, config: SwarmConfig
+                        ) -> tuple[PerCompletion | None, PerCompletion | None]:
+    """The optional ``logprobs`` / ``token_ids``: per question, per completion, per token
+    (:mod:`sapo_env.sender_logprobs`); None when absent."""
+    if logprobs is None:
+        if token_ids is not None:
+            raise ValueError(f"{agent}: token_ids needs logprobs (one log-prob per token id); "
+                             "send both or neither")
+        return None, None
+    L = config.completions_per_question
+    for name, value in (("logprobs", logprobs), ("token_ids", token_ids)):
+        if value is not None and (not _is_sequence(value) or len(value) != B):
+            got = len(value) if _is_sequence(value) else type(value).__name__
+            raise ValueError(f"{agent}: {name} must be a sequence of {B} sequences (one per "
+                             f"question) of {L} per-token sequences, got {got}")
+    limit = max_completion_tokens(config.max_completion_chars)
+    parsed_logprobs, parsed_ids = [], []
+    for q in range(B):
+        try:
+            lp, ids = parse_completion_fields(
+                _as_list(logprobs[q]), None if token_ids is None else _as_list(token_ids[q]),
+                L, limit, where=f"[{q}]")
+        except TokenFieldError as error:
+            raise ValueError(f"{agent}: {error}") from None
+        parsed_logprobs.append(lp)
+        parsed_ids.append(ids)
+    return tuple(parsed_logprobs), None if token_ids is None else tuple(parsed_ids)
+
+
+def _as_list(value: Any) -> Any:
+    """A question's per-completion entries as a list (a node may send a tuple or an array of
+    rows); anything else is left for the parser to refuse."""
+    if isinstance(value, tuple) or (isinstance(value, np.ndarray) and value.ndim >= 1):
+        return list(value)
+    return value

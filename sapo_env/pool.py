@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.sender_logprobs import TokenFieldError, parse_completion_fields
 from sapo_env.types import Group
 
 # Keys every group record has (``sapo_env.types.Group``; ``local`` only inside a batch).
@@ -167,6 +168,15 @@ def restore_group(group: Any, where: str) -> Group:
                              f"(one per completion), got {_describe(value)}")
         arrays[key] = np.array(value, dtype=np.float32)
         arrays[key].flags.writeable = False
+    if "logprobs" in group or "token_ids" in group:  # the sender's, when it sent them
+        try:
+            logprobs, token_ids = parse_completion_fields(
+                group.get("logprobs"), group.get("token_ids"), len(completions), 1 << 62)
+        except TokenFieldError as error:
+            raise ValueError(f"{where}: {error}") from None
+        arrays["logprobs"] = logprobs
+        if token_ids is not None:
+            arrays["token_ids"] = token_ids
     return {**group, "completions": tuple(completions), **arrays}
 
 

@@ -58,8 +58,11 @@ def make_group(
     rewards: np.ndarray,
     advantages: np.ndarray,
     system_prompt: str = "",
+    **token_fields: tuple[np.ndarray, ...],
 ) -> Group:
-    """Build the group record; its arrays are made read-only because many nodes see them."""
+    """Build the group record; its arrays are made read-only because many nodes see them.
+    ``token_fields``: the sender's optional ``logprobs`` and ``token_ids``, already checked
+    (:mod:`sapo_env.sender_logprobs`); a group gets those keys only when they were sent."""
     rewards.flags.writeable = False
     advantages.flags.writeable = False
     return {
@@ -74,4 +77,5 @@ def make_group(
         "completions": tuple(completions),
         "rewards": rewards,
         "advantages": advantages,
+        **token_fields,  # type: ignore[typeddict-item]
     }

@@ -7,6 +7,10 @@ Two spaces of our own, because a language model may print any character:
   short strings over a mixed alphabet (ASCII, the propositional-logic symbols, CJK, emoji):
   random text is a valid action that simply scores 0.
 - ``JSONObject`` contains any JSON-serialisable ``dict`` (a task's reasoning-gym config).
+
+A group's space (``GroupSpace``) also admits the optional per-token fields a sender may add
+(``logprobs``, ``token_ids``: :mod:`sapo_env.sender_logprobs`), which no sampled observation
+holds.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.sender_logprobs import TOKEN_ID_LIMIT, max_completion_tokens
 from sapo_env.types import action_mask
 
 # Characters random text is drawn from: what models print, including outside ASCII.
@@ -118,7 +123,62 @@ def question_space() -> spaces.Dict:
     return spaces.Dict({"id": _text(), "task": _text(), "prompt": _text(), "ref": ref_space()})
 
 
-def group_space(config: SwarmConfig, in_batch: bool) -> spaces.Dict:
+class PerTokenArrays(spaces.Space):
+    """A tuple of ``completions`` 1-d arrays of at most ``max_length`` entries each: float32
+    log-probabilities (finite, <= 0) or int32 token ids (in ``[0, 2**31)``)."""
+
+    def __init__(self, completions: int, max_length: int, ids: bool,
+                 seed: int | np.random.Generator | None = None):
+        super().__init__(shape=None, dtype=None, seed=seed)
+        self.completions, self.max_length, self.ids = completions, max_length, ids
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def _holds(self, a: Any) -> bool:
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or len(a) > self.max_length:
+            return False
+        if self.ids:
+            return a.dtype == np.int32 and bool(((a >= 0) & (a < TOKEN_ID_LIMIT)).all())
+        return a.dtype == np.float32 and bool((np.isfinite(a) & (a <= 0)).all())
+
+    def contains(self, x: Any) -> bool:
+        return (isinstance(x, tuple) and len(x) == self.completions
+                and all(self._holds(a) for a in x))
+
+    def sample(self, mask: Any = None, probability: Any = None) -> tuple:
+        dtype = np.int32 if self.ids else np.float32
+        return tuple(np.zeros(0, dtype) for _ in range(self.completions))
+
+    def __repr__(self) -> str:
+        return f"PerTokenArrays({self.completions}, {self.max_length}, ids={self.ids})"
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, PerTokenArrays) and other.completions == self.completions
+                and other.max_length == self.max_length and other.ids == self.ids)
+
+
+class GroupSpace(spaces.Dict):
+    """A ``Dict`` of a group's fields that also contains groups carrying the optional
+    ``optional`` fields (``logprobs``, ``token_ids``), each checked by its own space."""
+
+    def __init__(self, fields: dict[str, spaces.Space], optional: dict[str, spaces.Space],
+                 seed: int | np.random.Generator | None = None):
+        super().__init__(fields, seed=seed)
+        self.optional = optional
+
+    def contains(self, x: Any) -> bool:
+        if not isinstance(x, dict):
+            return False
+        extra = x.keys() - self.spaces.keys()
+        if not extra <= self.optional.keys():
+            return False
+        return (super().contains({k: v for k, v in x.items() if k not in extra})
+                and all(x[k] in self.optional[k] for k in extra))
+
+
+def group_space(config: SwarmConfig, in_batch: bool) -> GroupSpace:
     """A group as it appears in the pool, or (``in_batch``) in a training set, with ``local``."""
     L = config.completions_per_question
     fields: dict[str, spaces.Space] = {
@@ -136,7 +196,9 @@ def group_space(config: SwarmConfig, in_batch: bool) -> spaces.Dict:
     }
     if in_batch:
         fields["local"] = spaces.Discrete(2)
-    return spaces.Dict(fields)
+    tokens = max_completion_tokens(config.max_completion_chars)
+    return GroupSpace(fields, {"logprobs": PerTokenArrays(L, tokens, ids=False),
+                               "token_ids": PerTokenArrays(L, tokens, ids=True)})
 
 
 class ActionMask(spaces.Space):

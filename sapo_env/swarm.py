@@ -250,7 +250,7 @@ class SwarmEnv(ParallelEnv):
             asked = run.held.get(a, self.round)  # the round of its questions
             groups[a] = [make_group(a, asked, k, d.question, reference_answer(d.entry),
                                     parsed[a].completions[k], scores[a][k], advantages[row + k],
-                                    self.config.system_prompt)
+                                    self.config.system_prompt, **parsed[a].token_fields(k))
                          for k, d in enumerate(run.drawn[a])]
             row += len(groups[a])
         return groups

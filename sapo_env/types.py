@@ -48,6 +48,12 @@ class Group(TypedDict):
     completions: tuple[str, ...]
     rewards: np.ndarray  #: float32, shape (L,), verifier scores in [0, 1]
     advantages: np.ndarray  #: float32, shape (L,), group-relative advantages
+    #: only where the sender sent them (``group.get("logprobs")`` is None otherwise): per
+    #: completion, the sender's log-probability of each token it sampled, EOS included where
+    #: the completion ended (read-only float32 arrays; :mod:`sapo_env.sender_logprobs`)
+    logprobs: NotRequired[tuple[np.ndarray, ...]]
+    #: only with ``logprobs``, if sent: the ids of those tokens (read-only int32 arrays)
+    token_ids: NotRequired[tuple[np.ndarray, ...]]
     local: NotRequired[bool]  #: only inside ``batch``: True for the node's own groups
 
 
@@ -113,3 +119,9 @@ class Action(TypedDict):
     completions: tuple[tuple[str, ...], ...]  #: one tuple of L strings per question, in order
     num_external: int  #: J of the node's next round, in [0, train_budget]
     share: NotRequired[Any]  #: one 0/1 per question: which groups to publish (default all)
+    #: optional, per question, per completion: the log-probability of each sampled token at
+    #: the sampling temperature, EOS included where it ended (finite, <= 0, at most
+    #: ``max_completion_chars`` per completion); carried to receivers in the node's groups
+    logprobs: NotRequired[Any]
+    #: optional, only with ``logprobs``: the ids of those tokens (ints in [0, 2**31))
+    token_ids: NotRequired[Any]

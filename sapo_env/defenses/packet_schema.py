@@ -15,13 +15,17 @@ agents) sees only what it returns:
   ``max_completion_chars``;
 - ``rewards``, ``advantages``: L finite numbers each (a sequence or a 1-d array, not a 0-d
   one, not strings);
+- optional ``logprobs`` (and, only with it, ``token_ids``): L per-token sequences, each of
+  finite log-probabilities ``<= 0`` (as float32) / ids in ``[0, 2**31)``, at most
+  ``max_completion_chars`` entries, the ids as many as the log-probs
+  (:mod:`sapo_env.sender_logprobs`); a packet without them is a group without them;
 - ``round``: whatever the sender claims is replaced by the round the packet arrived in (the
   receiver's clock, not the sender's).
 
 What it returns is a fresh copy: plain ``str`` fields, a ``tuple`` of completions, read-only
-``float32`` arrays and a ``ref`` of plain types, so no object of the sender's survives into
-the swarm. A value that fails gets ``"malformed"`` (a field of the wrong type or shape) or
-``"oversized"`` (a string beyond its bound), never an exception.
+``float32`` (and ``int32``) arrays and a ``ref`` of plain types, so no object of the sender's
+survives into the swarm. A value that fails gets ``"malformed"`` (a field of the wrong type or
+shape) or ``"oversized"`` (a string beyond its bound), never an exception.
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ from typing import Any
 import numpy as np
 
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.sender_logprobs import (
+    LOGPROB_FIELDS,
+    TokenFieldError,
+    max_completion_tokens,
+    parse_completion_fields,
+)
 from sapo_env.types import Group
 
 SCHEMA_REASONS = ("malformed", "oversized")
@@ -97,7 +107,10 @@ def parse_packet(value: Any, round_: int, completions_per_question: int,
 def _parse(value: Any, round_: int, length: int, max_chars: int) -> Group:
     if type(value) is not dict and not isinstance(value, Mapping):
         raise _Rejected("malformed")
-    if set(value.keys()) != GROUP_FIELDS:
+    keys = set(value.keys())
+    optional = keys - GROUP_FIELDS
+    if not GROUP_FIELDS <= keys or not optional <= set(LOGPROB_FIELDS) \
+            or optional == {"token_ids"}:
         raise _Rejected("malformed")
     text = {k: _text(value[k], MAX_FIELD_CHARS) for k in _TEXT_FIELDS}
     completions = value["completions"]
@@ -110,7 +123,22 @@ def _parse(value: Any, round_: int, length: int, max_chars: int) -> Group:
         "completions": tuple(_text(c, max_chars) for c in completions),
         "rewards": _floats(value["rewards"], length),
         "advantages": _floats(value["advantages"], length),
+        **_token_fields(value, optional, length, max_chars),
     }
+
+
+def _token_fields(value: Any, present: set, length: int, max_chars: int) -> dict[str, Any]:
+    """The sender's ``logprobs`` (and ``token_ids``), if it sent them, as fresh arrays."""
+    if not present:
+        return {}
+    try:
+        logprobs, token_ids = parse_completion_fields(
+            value["logprobs"], value["token_ids"] if "token_ids" in present else None, length,
+            max_completion_tokens(max_chars))
+    except TokenFieldError as error:
+        raise _Rejected(error.reason) from None
+    return {"logprobs": logprobs} if token_ids is None else {"logprobs": logprobs,
+                                                              "token_ids": token_ids}
 
 
 def _text(value: Any, limit: int) -> str:
