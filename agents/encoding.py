@@ -23,6 +23,12 @@ prompt, its question as the user turn):
 :func:`micro_batches`
     rows sorted by length and padded into ``(S, P + C)`` tensors: prompts left-padded,
     completions right-padded, position ids counting real tokens only.
+
+With ``GRPOConfig.off_policy_correction`` other than ``"none"``, :func:`training_set` also
+gives each row of an external group the sender's per-token log-probs, when the group's packet
+carries them and its token ids are exactly this agent's encoding of every completion (what
+:func:`encode_group` trains on, EOS included); any other external group is trained with
+ratio 1 and counted in ``TrainingSet.uncorrected_groups`` (:mod:`agents.off_policy`).
 """
 
 from __future__ import annotations
@@ -69,6 +75,9 @@ class Row(NamedTuple):
     prompt: list[int]
     completion: list[int]
     advantage: float
+    #: the sender's log-prob of each completion token (an external group whose token ids
+    #: match), for the off-policy correction; None: ratio 1
+    sender_logprobs: np.ndarray | None = None
 
 
 @dataclass
@@ -80,6 +89,10 @@ class TrainingSet:
     sequences: int = 0  #: completions in the normaliser (``"sequence"``)
     groups: int = 0  #: groups with at least one row
     truncated: int = 0  #: completions in the normaliser's groups that did not end
+    corrected_groups: int = 0  #: external groups whose rows carry the sender's log-probs
+    #: external groups trained with ratio 1 under a correction: no log-probs or token ids
+    #: sent, or ids that differ from this agent's encoding
+    uncorrected_groups: int = 0
 
 
 def training_set(
@@ -102,8 +115,14 @@ def training_set(
                 f"group {group.get('id')!r} has {len(completions)} completions but "
                 f"{len(advantages)} advantages"
             )
+        senders: Sequence[np.ndarray | None] = [None] * len(completions)
+        if config.off_policy_correction != "none" and not group.get("local", True):
+            usable = sender_logprobs(group, completions)
+            out.corrected_groups += usable is not None
+            out.uncorrected_groups += usable is None
+            senders = usable or senders
         trained = False
-        for completion, done, advantage in zip(completions, ended, advantages):
+        for completion, done, advantage, sender in zip(completions, ended, advantages, senders):
             out.sequences += 1
             out.truncated += not done
             if config.mask_truncated_completions and not done:
@@ -111,10 +130,25 @@ def training_set(
             out.tokens += len(completion)
             # With A = 0 the clipped term is 0 for every ratio; only a KL term can remain.
             if advantage != 0 or config.beta > 0:
-                out.rows.append(Row(prompt, completion, float(advantage)))
+                out.rows.append(Row(prompt, completion, float(advantage), sender))
                 trained = True
         out.groups += trained
     return out
+
+
+def sender_logprobs(group: Mapping[str, Any], completions: Sequence[Sequence[int]]
+                    ) -> list[np.ndarray] | None:
+    """The group's per-completion sender log-probs if it carries log-probs and token ids and
+    every completion's ids (this agent's encoding) are exactly the sender's; else None."""
+    logprobs, token_ids = group.get("logprobs"), group.get("token_ids")
+    if logprobs is None or token_ids is None or len(token_ids) != len(completions) \
+            or len(logprobs) != len(completions):
+        return None
+    for ids, sent, lp in zip(completions, token_ids, logprobs):
+        if len(ids) != len(sent) or len(lp) != len(ids) \
+                or not np.array_equal(np.asarray(ids), np.asarray(sent)):
+            return None
+    return [np.asarray(lp, dtype=np.float32) for lp in logprobs]
 
 
 @dataclass
@@ -127,6 +161,10 @@ class MicroBatch:
     completion_mask: torch.Tensor  # (S, C)
     advantages: torch.Tensor  # (S,)
     completion_width: int  # C
+    #: (S, C) the sender's log-probs of rows that carry them (0 elsewhere), and which rows do
+    #: (S,); both None when no row of the micro-batch does
+    sender_logprobs: torch.Tensor | None = None
+    corrected: torch.Tensor | None = None
 
 
 def by_length(rows: Sequence[Row]) -> list[Row]:
@@ -147,7 +185,7 @@ def micro_batches(rows: Sequence[Row], size: int, pad_id: int,
         ids = torch.full((len(chunk), p_width + c_width), pad_id, dtype=torch.long)
         attention = torch.zeros_like(ids)
         completion_mask = torch.zeros((len(chunk), c_width), dtype=torch.bool)
-        for i, (prompt, completion, _) in enumerate(chunk):
+        for i, (prompt, completion, *_) in enumerate(chunk):
             ids[i, p_width - len(prompt) : p_width] = torch.tensor(prompt)
             ids[i, p_width : p_width + len(completion)] = torch.tensor(completion)
             attention[i, p_width - len(prompt) : p_width + len(completion)] = 1
@@ -158,6 +196,22 @@ def micro_batches(rows: Sequence[Row], size: int, pad_id: int,
             ids.to(device), attention.to(device), positions.to(device),
             completion_mask.to(device),
             torch.tensor([r.advantage for r in chunk], dtype=torch.float32, device=device),
-            c_width,
+            c_width, *_sender_tensors(chunk, c_width, device),
         ))
     return batches
+
+
+def _sender_tensors(rows: Sequence[Row], width: int, device: torch.device
+                    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``(S, C)`` sender log-probs (0 where none) and ``(S,)`` which rows carry them; None,
+    None when no row does (the plain GRPO step)."""
+    if all(r.sender_logprobs is None for r in rows):
+        return None, None
+    values = torch.zeros((len(rows), width), dtype=torch.float32)
+    corrected = torch.zeros(len(rows), dtype=torch.bool)
+    for i, row in enumerate(rows):
+        if row.sender_logprobs is not None:
+            values[i, : len(row.sender_logprobs)] = torch.from_numpy(
+                np.array(row.sender_logprobs, dtype=np.float32))
+            corrected[i] = True
+    return values.to(device), corrected.to(device)

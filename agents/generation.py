@@ -2,7 +2,8 @@
 
 ``chat_prompt_ids`` builds a generation prompt with the tokenizer's chat template;
 ``generate_completion_ids`` samples one completion per prompt with ``transformers``'
-``generate`` and returns the new token ids up to EOS.
+``generate`` and returns the new token ids up to EOS (``generate_completions`` also says which
+EOS id ended each one, for the token ids a node shares with its log-probs).
 
 Shared prompts are encoded once. A node samples L completions of each of its B questions, so
 every prompt appears L times in the batch: the prompt's keys and values are computed once per
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from jinja2 import TemplateError
@@ -103,6 +104,14 @@ def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
     return ids, attention
 
 
+class Sampled(NamedTuple):
+    """One sampled completion: its tokens up to EOS and the EOS id that ended it (None when
+    it ran to ``max_new_tokens``)."""
+
+    ids: list[int]
+    stop: int | None
+
+
 def generate_completion_ids(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],
@@ -120,6 +129,24 @@ def generate_completion_ids(
     ``adapter_names`` (peft models): the adapter of each row, so one call serves many LoRA
     agents that share a base.
     """
+    return [sampled.ids for sampled in generate_completions(
+        model, prompts, config=config, pad_id=pad_id, eos_ids=eos_ids, device=device,
+        dtype=dtype, rng=rng, adapter_names=adapter_names)]
+
+
+def generate_completions(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    config: GRPOConfig,
+    pad_id: int,
+    eos_ids: list[int],
+    device: torch.device,
+    dtype: torch.dtype,
+    rng: TorchRNG,
+    adapter_names: Sequence[str] | None = None,
+) -> list[Sampled]:
+    """:func:`generate_completion_ids`, with the EOS id that ended each completion."""
     generation_config = sampling_config(config, pad_id, eos_ids)
     base = base_model(model)
     extra: dict[str, Any] = {}
@@ -129,7 +156,7 @@ def generate_completion_ids(
         extra["use_model_defaults"] = False
     step = config.generation_batch_size or max(len(prompts), 1)
     eos = torch.tensor(eos_ids, device=device)
-    results: list[list[int]] = []
+    results: list[Sampled] = []
     model.eval()
     with rng.scope(), torch.no_grad(), autocast(device, dtype):
         for start in range(0, len(prompts), step):
@@ -147,7 +174,10 @@ def generate_completion_ids(
             ended = torch.isin(new, eos)
             # Length up to the first EOS (or everything when generation hit max_new_tokens).
             lengths = torch.where(ended.any(dim=1), ended.int().argmax(dim=1), new.shape[1])
-            results.extend(row[:n].tolist() for row, n in zip(new.cpu(), lengths.cpu().tolist()))
+            new = new.cpu()
+            for row, n in zip(new, lengths.cpu().tolist()):
+                results.append(Sampled(row[:n].tolist(),
+                                       int(row[n]) if n < new.shape[1] else None))
     return results
 
 

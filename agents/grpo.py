@@ -10,6 +10,10 @@ node of a ``sapo_env`` swarm:
     them without special tokens and returns them with ``num_external``, the J of the node's
     next round (the observation's ``num_external`` is the J in force now). To choose J
     adaptively, give ``sapo_env.runtime.run`` a ratio policy for the node (``agents.ratio``).
+    With ``GRPOConfig.share_logprobs`` the action also carries each completion's sampled
+    token ids (EOS included where it ended) and their log-probabilities under the policy
+    that sampled them, at the sampling temperature (one forward pass without gradient), for
+    receivers' ``off_policy_correction`` (:mod:`agents.off_policy`).
 ``learn(batch)``
     a GRPO step on the training set the env assembled. Local and external groups are treated
     alike: each completion is re-encoded as text with this agent's tokenizer, under the chat
@@ -79,7 +83,7 @@ from agents.generation import (
     chat_prompt_ids,
     eos_token_ids,
     forward_accepts,
-    generate_completion_ids,
+    generate_completions,
 )
 from agents.grpo_config import GRPOConfig
 from agents.grpo_update import GRPOUpdate
@@ -93,6 +97,7 @@ from agents.models import (
     resolve_device,
     resolve_dtype,
 )
+from agents.received_logprob import sampled_token_logprobs
 from agents.torch_rng import TorchRNG
 from sapo_env.validation import check_int
 
@@ -228,11 +233,16 @@ class GRPOAgent:
         """Completions for the observation's questions and the J to ask for; see module doc."""
         prompts = self.build_prompts(observation)
         self._activate()
-        ids = generate_completion_ids(
+        sampled = generate_completions(
             self.model, prompts, config=self.config, pad_id=self.pad_id, eos_ids=self.eos_ids,
             device=self.device, dtype=self.dtype, rng=self.rng,
         )
-        return self.build_action(observation, ids)
+        ids = [s.ids for s in sampled]
+        if not self.config.share_logprobs:
+            return self.build_action(observation, ids)
+        tokens = [s.ids + ([] if s.stop is None else [s.stop]) for s in sampled]
+        logprobs = sampled_token_logprobs(self, prompts, tokens)
+        return self.build_action(observation, ids, (tokens, logprobs))
 
     @contextlib.contextmanager
     def evaluation_scope(self) -> Iterator[None]:
@@ -252,14 +262,35 @@ class GRPOAgent:
         prompts = [self.prompt_ids(q["prompt"], system) for q in observation["questions"]]
         return [p for p in prompts for _ in range(copies)]
 
-    def build_action(self, observation: Mapping[str, Any], ids: Sequence[Sequence[int]]) -> dict:
-        """Decode generated rows (from :meth:`build_prompts`) into the env's action."""
+    def build_action(self, observation: Mapping[str, Any], ids: Sequence[Sequence[int]],
+                     shared: tuple[Sequence[Sequence[int]], Sequence[Sequence[float]]] | None
+                     = None) -> dict:
+        """Decode generated rows (from :meth:`build_prompts`) into the env's action.
+
+        With ``share_logprobs``, ``shared`` is each row's sampled tokens (EOS included where
+        it ended) and their log-probs; None computes them here
+        (:func:`agents.received_logprob.sampled_token_logprobs`), taking a row shorter than
+        ``max_new_tokens`` to have ended with this agent's EOS."""
         copies = int(observation["completions_per_question"])
         texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
-        completions = tuple(
-            tuple(texts[q * copies : (q + 1) * copies]) for q in range(len(texts) // copies)
-        )
-        return {"completions": completions, "num_external": self.choose_num_external(observation)}
+
+        def per_question(rows: Sequence[Any]) -> tuple:
+            return tuple(tuple(rows[q * copies : (q + 1) * copies])
+                         for q in range(len(rows) // copies))
+
+        action = {"completions": per_question(texts),
+                  "num_external": self.choose_num_external(observation)}
+        if self.config.share_logprobs:
+            if shared is None:
+                limit = self.config.max_new_tokens
+                tokens = [list(r) + ([self.eos_ids[0]] if len(r) < limit else []) for r in ids]
+                prompts = self.build_prompts(observation)
+                shared = (tokens, sampled_token_logprobs(self, prompts, tokens))
+            tokens, logprobs = shared
+            action["token_ids"] = per_question([list(map(int, t)) for t in tokens])
+            action["logprobs"] = per_question([list(map(float, lp)) for lp in logprobs])
+        return action
+
 
     def choose_num_external(self, observation: Mapping[str, Any]) -> int:
         """The fixed J, clamped to [0, train_budget]."""

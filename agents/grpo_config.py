@@ -20,6 +20,7 @@ from typing import Literal
 
 from agents.loss import NORMALIZATIONS, LossNormalization
 from agents.models import DTYPE_NAMES, DtypeSpec
+from agents.off_policy import CORRECTIONS, OffPolicyCorrection
 from sapo_env.validation import check_int
 
 
@@ -40,6 +41,15 @@ class GRPOConfig:
     count as not ended: see ``mask_truncated_completions``)."""
     generation_batch_size: int | None = None
     """Most sequences per ``generate`` call (memory bound); None: all B x L at once."""
+    share_logprobs: bool = False
+    """Send, with each completion, the log-probability of each token this node sampled (at
+    ``temperature``, EOS included where it ended) and the tokens' ids: the action's optional
+    ``logprobs`` and ``token_ids`` (:mod:`sapo_env.sender_logprobs`), which a receiver's
+    ``off_policy_correction`` reads. They are ``log_softmax(logits / temperature)`` of the
+    sampling weights, which is the sampling distribution itself when ``top_k`` and ``top_p``
+    are off (the defaults). ``GRPOAgent.act`` pays one more forward pass without gradient per
+    round for them (the batched tiny swarm reads them off its sampling step). Off by default:
+    the paper's packets are plain text."""
 
     # --- objective ---
     epsilon_low: float = 0.2
@@ -78,6 +88,31 @@ class GRPOConfig:
     num_iterations: int = 1
     """Optimizer steps on each batch (GRPO's mu). With 1 the ratio is exactly 1 and clipping
     never binds; more reuses the batch and makes the clip matter."""
+    off_policy_correction: OffPolicyCorrection = "none"
+    """How external groups, sampled by another node's policy, are weighted
+    (:mod:`agents.off_policy`, where each choice is stated against its source):
+    ``"none"``: ratio 1, every token as if this node had sampled it (the paper and genrl; the
+    default, for fidelity); ``"tis"``: truncated importance sampling against the sender's
+    log-probs, each external token's loss times ``min(exp(old_logp - sender_logp), tis_cap)``
+    (Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL
+    training"; TRL's ``vllm_importance_sampling_correction``); ``"ftis"``: the same, and
+    F-TIS's filter (arXiv 2605.22537) drops external completions with a negative advantage
+    whose sender is far from this policy (``ftis_kl_threshold``). A group is corrected only
+    when its packet carries log-probs and token ids and this agent's re-encoding of every
+    completion gives exactly the sender's token ids (a shared tokenizer and
+    ``max_new_tokens``); any other external group falls back to ratio 1, counted by the
+    metric ``off_policy_uncorrected_groups``. Own groups always have ratio 1."""
+    tis_cap: float = 2.0
+    """C, the truncation of the importance weight: weights above it are cut to it, which
+    bounds how much one received token can weigh (and what a sender lying about its
+    log-probs can do: at most C times its weight under ratio 1). 2.0 is the value of Yao et
+    al.'s example, of F-TIS and of verl's ``tis_imp_ratio_cap`` configurations; TRL's
+    ``vllm_importance_sampling_cap`` now defaults to 3.0."""
+    ftis_kl_threshold: float = 50.0
+    """g of the F-TIS filter: a negative-advantage external completion is dropped when the
+    sender found it more likely than this policy does by more than g nats (the sum over its
+    tokens of ``sender_logp - old_logp``; the paper's notes: default 50, tried 5-100, small
+    models preferring small g). Used only by ``"ftis"``."""
     min_external_logprob: float | None = None
     """Drop an external completion whose mean token log-probability under this node's current
     policy is below this, before the step (None: keep all; own groups are never checked). The
@@ -159,6 +194,15 @@ class GRPOConfig:
         for flag in ("count_zero_advantage_groups", "mask_truncated_completions"):
             need(isinstance(getattr(self, flag), bool), flag, "a bool")
         check_int("num_iterations", self.num_iterations, 1)
+        need(isinstance(self.share_logprobs, bool), "share_logprobs", "a bool")
+        need(self.off_policy_correction in CORRECTIONS, "off_policy_correction",
+             f"one of {CORRECTIONS}")
+        need(isinstance(self.tis_cap, (int, float)) and not isinstance(self.tis_cap, bool)
+             and 1 <= self.tis_cap < float("inf"), "tis_cap", "a finite number >= 1")
+        need(isinstance(self.ftis_kl_threshold, (int, float))
+             and not isinstance(self.ftis_kl_threshold, bool)
+             and abs(self.ftis_kl_threshold) < float("inf"), "ftis_kl_threshold",
+             "a finite number")
         need(self.min_external_logprob is None or (
             isinstance(self.min_external_logprob, (int, float))
             and not isinstance(self.min_external_logprob, bool)

@@ -10,6 +10,9 @@ training set, loss, normaliser, clipping and optimizer step: one GRPO update in 
 - :meth:`GRPOUpdate.loss` is :func:`agents.loss.grpo_loss` of micro-batch ``k`` given the
   token log-probabilities the caller computed under the current weights; in the first
   iteration they are also kept, detached, as the "old" policy's.
+  With ``off_policy_correction`` set, the first iteration also turns the rows' sender
+  log-probs into per-token weights (:func:`agents.off_policy.correction_weights`), kept for
+  the later iterations.
 - :meth:`GRPOUpdate.step` clips the gradient norm and takes the optimizer step (skipped, and
   logged, when the norm is not finite).
 - :meth:`GRPOUpdate.finish` returns the metrics ``learn`` reports.
@@ -28,6 +31,7 @@ import torch
 
 from agents.encoding import MicroBatch, TrainingSet, micro_batches, training_set
 from agents.loss import grpo_loss
+from agents.off_policy import correction_weights
 from agents.received_logprob import screen_external
 
 logger = logging.getLogger(__name__)
@@ -46,6 +50,7 @@ class GRPOUpdate:
     reference: list[torch.Tensor | None] = field(default_factory=list)
     sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
         ("loss", "clipped", "ratio", "kl", "grad_norm"), 0.0))
+    weights: list[torch.Tensor | None] = field(default_factory=list)
 
     @classmethod
     def begin(cls, agent: Any, batch: Sequence[Mapping[str, Any]],
@@ -65,6 +70,9 @@ class GRPOUpdate:
             "skipped_groups": float(len(batch) - data.groups), "seconds": 0.0,
             "rejected_completions": float(rejected),
         }
+        if cfg.off_policy_correction != "none":
+            metrics.update(_OFF_POLICY_METRICS, off_policy_groups=float(data.corrected_groups),
+                           off_policy_uncorrected_groups=float(data.uncorrected_groups))
         size = micro_batch_size or cfg.micro_batch_size
         micro = micro_batches(data.rows, size, agent.pad_id, agent.device) if data.rows else []
         return cls(agent, data, micro, metrics, start)
@@ -88,17 +96,34 @@ class GRPOUpdate:
                 self.reference.append(reference_logprobs(mb))
             else:
                 self.reference.append(None)
+            self.weights.append(self._correction(mb, self.old[k]))
         out = grpo_loss(
             logp, self.old[k], mb.advantages, mb.completion_mask,
             epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high,
             normalization=cfg.loss_normalization, beta=cfg.beta, ref_logp=self.reference[k],
             total_tokens=self.data.tokens, total_sequences=self.data.sequences,
+            token_weights=self.weights[k],
         )
         self.sums["loss"] += float(out.loss.detach())
         self.sums["clipped"] += float(out.clipped_tokens)
         self.sums["ratio"] += float(out.ratio_sum)
         self.sums["kl"] += float(out.kl_sum)
         return out.loss
+
+    def _correction(self, mb: MicroBatch, old: torch.Tensor) -> torch.Tensor | None:
+        """The off-policy weights of micro-batch ``mb`` (None: ratio 1 everywhere)."""
+        cfg = self.agent.config
+        if cfg.off_policy_correction == "none" or mb.sender_logprobs is None:
+            return None
+        c = correction_weights(cfg.off_policy_correction, old, mb.sender_logprobs,
+                               mb.advantages, mb.completion_mask, mb.corrected,
+                               cap=cfg.tis_cap, threshold=cfg.ftis_kl_threshold)
+        m = self.metrics
+        m["off_policy_tokens"] += c.tokens
+        m["off_policy_weight_sum"] += c.weight_sum
+        m["off_policy_truncated_tokens"] += c.truncated
+        m["off_policy_filtered"] += c.filtered
+        return c.weights
 
     def step(self) -> None:
         """Clip the gradient norm to ``max_grad_norm`` and step the agent's optimizer."""
@@ -126,5 +151,17 @@ class GRPOUpdate:
                 kl=self.sums["kl"] / per_token,
                 grad_norm=self.sums["grad_norm"] / iterations,
             )
+        if "off_policy_tokens" in metrics:
+            tokens = metrics.pop("off_policy_tokens")
+            total = metrics.pop("off_policy_weight_sum")
+            truncated = metrics.pop("off_policy_truncated_tokens")
+            metrics.update(off_policy_tokens=tokens,
+                           off_policy_weight_mean=total / tokens if tokens else 1.0,
+                           off_policy_truncated_fraction=truncated / tokens if tokens else 0.0)
         metrics["seconds"] = time.perf_counter() - self.start
         return metrics
+
+
+# Sums kept while the first iteration runs; finish() turns them into the reported metrics.
+_OFF_POLICY_METRICS = dict.fromkeys(("off_policy_tokens", "off_policy_weight_sum",
+                                     "off_policy_truncated_tokens", "off_policy_filtered"), 0.0)

@@ -146,6 +146,10 @@ def drop_completions(group: Group, keep: Sequence[bool]) -> Group:
     poisoner's wrong ones, all below the poisoned mean, so all negative)."""
     mask = np.asarray(keep, dtype=bool)
     rewards = np.asarray(group["rewards"], dtype=np.float32)[mask]
+    # the sender's per-completion log-probs and token ids, if any, follow their completions
+    token_fields = {k: tuple(v for v, kept in zip(group[k], keep) if kept)
+                    for k in ("logprobs", "token_ids") if k in group}
     return {**group, "completions": tuple(c for c, k in zip(group["completions"], keep) if k),
             "rewards": rewards,
-            "advantages": group_advantages(rewards) if rewards.size else rewards.copy()}
+            "advantages": group_advantages(rewards) if rewards.size else rewards.copy(),
+            **token_fields}

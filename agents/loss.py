@@ -16,6 +16,9 @@ Per token ``t`` of completion ``i`` with ratio ``r = exp(logp - old_logp)``::
 
     loss_it = -min(r * A_i, clip(r, 1 - epsilon_low, 1 + epsilon_high) * A_i) + beta * kl_it
 
+``token_weights`` (no gradient) multiplies the clipped term of each token: the off-policy
+corrections of :mod:`agents.off_policy` (None: weight 1, the paper's ratio 1 for every token).
+
 Every tensor is ``(sequences, tokens)`` except ``advantages`` ``(sequences,)``; ``mask`` marks
 completion tokens (padding and prompt are 0). Masked positions never reach the result, even
 when they hold ``inf`` or ``nan``.
@@ -87,6 +90,7 @@ def grpo_loss(
     ref_logp: torch.Tensor | None = None,
     total_tokens: float | None = None,
     total_sequences: float | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> GRPOLoss:
     """Clipped GRPO loss of a batch of completions; see the module docstring for the formula.
 
@@ -101,6 +105,8 @@ def grpo_loss(
         ref_logp: token log-probabilities under the reference policy.
         total_tokens: denominator of the token normalization; default: the tokens in ``mask``.
         total_sequences: denominator of the sequence normalization; default: the rows here.
+        token_weights: ``(S, C)`` weights of the clipped term (an off-policy correction,
+            :mod:`agents.off_policy`); they never change the denominators.
     """
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
@@ -125,6 +131,12 @@ def grpo_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - epsilon_low, 1.0 + epsilon_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
+    if token_weights is not None:
+        if token_weights.shape != logp.shape:
+            raise ValueError(f"token_weights {tuple(token_weights.shape)} must have the shape of "
+                             f"logp {tuple(logp.shape)}")
+        per_token = per_token * torch.where(valid, token_weights.detach().to(per_token.dtype),
+                                            zero)
     if beta > 0:
         assert ref_logp is not None
         delta = torch.where(valid, ref_logp - logp, zero)

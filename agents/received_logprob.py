@@ -22,6 +22,9 @@ from what your own samples score (:func:`completion_logprobs` on a group of your
 injected text the model would not write scores far below them, while another node's text
 from a different model may too, so in a heterogeneous swarm the check also drops honest
 text. Off by default.
+
+:func:`sampled_token_logprobs` gives the same scores token by token, for the tokens an agent
+sampled: what ``GRPOAgent.act`` shares with ``GRPOConfig.share_logprobs``.
 """
 
 from __future__ import annotations
@@ -78,3 +81,25 @@ def screen_external(agent: Any, batch: Sequence[Mapping[str, Any]]
             dropped += int((~keep).sum())
             screened[i] = drop_completions(batch[i], keep)
     return screened, dropped
+
+
+def sampled_token_logprobs(agent: Any, prompts: Sequence[Sequence[int]],
+                   tokens: Sequence[Sequence[int]]) -> list[list[float]]:
+    """Per row, the log-probability of each of ``tokens`` after its prompt under ``agent``'s
+    current policy (a ``GRPOAgent``, its adapter active) at the sampling temperature: what
+    ``learn`` computes for the same tokens, and the sampling distribution itself when top-k
+    and top-p are off. Values are ``<= 0``; a row without tokens gets ``[]``."""
+    rows = [Row(list(p), list(t), 0.0) for p, t in zip(prompts, tokens)]
+    filled = [i for i, r in enumerate(rows) if r.completion]
+    # micro_batches packs rows by length (stably): walk them in that order
+    order = sorted(filled, key=lambda i: len(rows[i].prompt) + len(rows[i].completion))
+    out: list[list[float]] = [[] for _ in rows]
+    position = 0
+    with torch.no_grad():
+        for batch in micro_batches([rows[i] for i in filled], agent.config.micro_batch_size,
+                                   agent.pad_id, agent.device):
+            logp = agent.policy_logprobs(batch).float().clamp(max=0.0).cpu()
+            for row_logp, n in zip(logp, batch.completion_mask.sum(dim=1).tolist()):
+                out[order[position]] = row_logp[:n].tolist()
+                position += 1
+    return out

@@ -130,14 +130,20 @@ class BatchedSwarm:
         prompts = [[agent.prompt_ids(q["prompt"], observations[name]["system_prompt"])
                     for q in observations[name]["questions"]]
                    for name, agent in zip(nodes, agents)]
-        ids = self.generate(agents, prompts, copies.pop())
-        return {name: agent.build_action(observations[name], rows)
-                for name, agent, rows in zip(nodes, agents, ids)}
+        # with share_logprobs, each node's sampled tokens and their log-probs go in its action
+        shared = [None] * len(agents)
+        sharing = any(agent.config.share_logprobs for agent in agents)
+        ids = self.generate(agents, prompts, copies.pop(), shared if sharing else None)
+        return {name: agent.build_action(observations[name], rows, sent)
+                for name, agent, rows, sent in zip(nodes, agents, ids, shared)}
 
     def generate(self, agents: Sequence[Any], prompts: Sequence[Sequence[Sequence[int]]],
-                 copies: int) -> list[list[list[int]]]:
+                 copies: int, logprobs: list | None = None) -> list[list[list[int]]]:
         """Per agent, ``copies`` completions of each of its prompts (rows in prompt order,
-        each prompt's copies together), as token ids up to EOS."""
+        each prompt's copies together), as token ids up to EOS. ``logprobs``, a list with one
+        entry per agent, receives each agent's ``(tokens, logprobs)``: per row the sampled
+        tokens, EOS included where the row ended, and the log-probability of each under the
+        policy that drew it at the sampling temperature (``log_softmax(logits / T)``)."""
         first = agents[0]
         device, cfg = first.device, first.config
         widths = [len(p) * copies for p in prompts]
@@ -165,6 +171,7 @@ class BatchedSwarm:
         tokens = torch.full((n, rows, cfg.max_new_tokens), first.pad_id, dtype=torch.long,
                             device=device)
         unfinished = torch.zeros((n, rows), dtype=torch.bool, device=device)
+        picked = None if logprobs is None else torch.zeros(tokens.shape, device=device)
         for i, width in enumerate(widths):
             unfinished[i, :width] = True
         drawing = [True] * n  # a node stops drawing once all its rows have ended, as generate
@@ -190,6 +197,10 @@ class BatchedSwarm:
                                 probs[i, : widths[i]], num_samples=1).squeeze(1)
                 drawn = torch.where(unfinished, drawn, torch.full_like(drawn, first.pad_id))
                 tokens[:, :, step] = drawn
+                if picked is not None:
+                    picked[:, :, step] = torch.log_softmax(
+                        logits[:, :, -1, :].float() / cfg.temperature, dim=-1
+                    ).gather(2, drawn[:, :, None]).squeeze(2)
                 unfinished &= ~torch.isin(drawn, eos)
                 drawing = [drawing[i] and bool(unfinished[i].any()) for i in range(n)]
                 if not any(drawing) or step + 1 == cfg.max_new_tokens:
@@ -203,6 +214,10 @@ class BatchedSwarm:
         tokens, lengths = tokens.cpu(), lengths.cpu()
         for k, i in enumerate(live):
             results[i] = [tokens[k, r, : lengths[k, r]].tolist() for r in range(widths[k])]
+            if logprobs is not None:  # a row that ended keeps its EOS here
+                ends = [int(m) + (int(m) < tokens.shape[2]) for m in lengths[k, : widths[k]]]
+                logprobs[i] = ([tokens[k, r, :e].tolist() for r, e in enumerate(ends)],
+                               [picked[k, r, :e].tolist() for r, e in enumerate(ends)])
         return results
 
     # ------------------------------------------------------------------ learning

@@ -1,0 +1,194 @@
+"""Off-policy corrections for external groups, as pure tensor functions (beside agents/loss.py).
+
+A received completion was sampled by another node's policy ``mu`` (the *sender*), and the
+receiver trains its own policy ``pi`` on it. SAPO's reference code (genrl) and this project
+by default treat it as on-policy: the "old" log-probabilities are the receiver's own, so the
+importance ratio is 1 at the first step ("ratio 1", ``"none"``). When a packet carries the
+sender's per-token log-probabilities (:mod:`sapo_env.sender_logprobs`), two corrections are
+available, chosen by ``GRPOConfig.off_policy_correction``:
+
+``"none"``
+    weight 1 on every token: the paper's and genrl's behaviour, the default.
+``"tis"``
+    truncated importance sampling: each external token's loss is multiplied by
+    ``min(exp(old_logp - sender_logp), C)``, where ``old_logp`` is the receiver's (detached)
+    log-probability of the token at the first iteration of the step and ``C`` is
+    ``GRPOConfig.tis_cap`` (:func:`tis_weights`).
+``"ftis"``
+    the same weights, and the filter of F-TIS: an external completion with a negative
+    advantage whose sender is far from the receiver (:func:`sequence_log_ratio` above
+    ``GRPOConfig.ftis_kl_threshold``) gets weight 0 (:func:`ftis_keep`).
+
+The weight multiplies the clipped surrogate of :func:`agents.loss.grpo_loss` and nothing
+else: the normaliser (tokens or completions of the batch) is unchanged, so a filtered
+completion counts where it counted before, with zero loss, as F-TIS zeroes its advantage.
+
+Sources, and what could and could not be read of each:
+
+- Truncated importance sampling: Yao, Liu, Zhang, Dong, Shang, Gao, "Your efficient RL
+  framework secretly brings you off-policy RL training" (2025 blog; "On the Rollout-Training
+  Mismatch in Modern RL Systems", NeurIPS 2025). The blog itself could not be read here; its
+  slides (title pages only), a third-party summary (gdymind.com, "Truncated Importance
+  Sampling (TIS) in RL": the rollout-to-trainer probability ratio, capped "to make it more
+  stable") and the implementations were. TRL's ``GRPOTrainer`` (read) computes
+  ``exp(old_per_token_logps - sampling_per_token_logps)``, clamps it from above at
+  ``vllm_importance_sampling_cap`` and multiplies the per-token loss by it: what
+  :func:`tis_weights` does, with the sender in place of the inference engine. The cap: C = 2
+  in Yao et al.'s own 32B example (per a transcript of their talk), in F-TIS (below) and in
+  verl/SkyRL configurations read here (``tis_imp_ratio_cap=2.0``); TRL's current
+  ``GRPOConfig`` defaults to 3.0 with sequence-level masking. This project uses 2.0.
+- F-TIS: Blagoev, Ersoy, Boehmer, Chen, "F-TIS: Harnessing Diverse Models in Collaborative
+  GRPO" (arXiv 2605.22537, ICML 2026). The paper could not be read here; two independent
+  paper notes were. They state: each node broadcasts ``(token_ids, per-token log-prob,
+  reward)``; the loss multiplies the clipped GRPO term by ``min(pi_theta / pi_gen, C)`` with
+  C = 2; "samples where A < 0 and D_KL(pi_theta || pi_gen) > g have their advantage set to
+  zero ... (though they still participate in the mean/variance calculation for group
+  advantage)", g = 50 by default, 5-100 tried, the KL "per-sequence" and "sensitive to
+  generation length"; no KL term; advantages computed by the node that generated (as here).
+  The notes do not give the KL estimator nor say whether the ratio is per token or per
+  sequence. Implemented: the per-token ratio (as in Yao et al. and TRL, and as issue 33
+  states it) and, as the sequence KL, the sum over the completion's tokens of
+  ``sender_logp - old_logp``: the log-likelihood ratio ``log mu(y) - log pi(y)`` of the
+  completion, a one-sample estimate of KL(mu || pi). It is DeepSeek-V3.2's off-policy
+  sequence masking statistic (arXiv 2512.02556, as TRL's ``off_policy_mask_threshold``
+  computes it: keep a completion when its advantage is >= 0 or the statistic is within the
+  threshold), summed rather than averaged over tokens, because a threshold of 50 nats per
+  token could never bind and the notes call the value length-sensitive. Treat the threshold
+  as that reading, not as the paper's verified definition.
+- HACPO (Zhang et al., "Heterogeneous Agent Collaborative Reinforcement Learning", arXiv
+  2603.02604): only its abstract and section titles could be read (agent-capability-aware
+  advantage estimation, a capability discrepancy coefficient, "exponential importance
+  sampling", stepwise clipping, built on GSPO). None of it is implemented here.
+
+What a lying sender can do. The env checks that log-probs are finite and ``<= 0`` and that
+there is one per token; it cannot check that they are the sender's. Every effect goes
+through a weight in ``[0, C]``, on the liar's own completions only, with the receiver's own
+verifier's advantages and an unchanged normaliser:
+
+- claiming log-prob 0 (probability 1) for every token makes each weight
+  ``min(pi(token), C) <= 1``: the liar's completions count *less* than under ratio 1 (and
+  with ``"ftis"`` its negative-advantage completions drop out as soon as the receiver's
+  log-likelihood of them is below ``-g``);
+- claiming very low log-probs makes every weight C: the most any sender's completion can
+  weigh, C times its weight under ratio 1, which an honest sender whose tokens are unlikely
+  under its own policy but likely under the receiver's also gets; with ``"ftis"`` it keeps
+  its negative-advantage completions in the step (at weight at most C);
+- token ids that do not match the receiver's re-encoding of the text make the whole group
+  fall back to ratio 1 (``GRPOUpdate`` counts it).
+
+So correction on, a sender can move a receiver at most C times as far per token as it can
+with ratio 1 (the clip of the surrogate binds as before), and the cheapest lie costs the liar
+its own influence.
+
+Example (two tokens of one external completion, cap 2)::
+
+    >>> import torch
+    >>> w = tis_weights(torch.tensor([[-1.0, -3.0]]), torch.tensor([[-2.0, -1.0]]), cap=2.0)
+    >>> [round(v, 4) for v in w[0].tolist()]
+    [2.0, 0.1353]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+import torch
+
+OffPolicyCorrection = Literal["none", "tis", "ftis"]
+CORRECTIONS: tuple[str, ...] = ("none", "tis", "ftis")
+
+
+def tis_weights(old_logp: torch.Tensor, sender_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance weights ``min(exp(old_logp - sender_logp), cap)``, elementwise.
+
+    Computed as ``exp(min(old_logp - sender_logp, log cap))``, which never overflows however
+    low a sender claims its log-probabilities are. No gradient flows through them."""
+    if not cap > 0:
+        raise ValueError(f"cap must be > 0, got {cap!r}")
+    with torch.no_grad():
+        log_ratio = (old_logp - sender_logp).double()
+        return torch.exp(torch.clamp(log_ratio, max=math.log(cap))).to(old_logp.dtype)
+
+
+def sequence_log_ratio(old_logp: torch.Tensor, sender_logp: torch.Tensor,
+                       mask: torch.Tensor) -> torch.Tensor:
+    """``(S,)``: for each completion, ``sum_t (sender_logp - old_logp)`` over its tokens
+    (``mask``), in float64: how much more likely the sender found the completion than the
+    receiver does, in nats; F-TIS's per-sequence divergence as read here (module docstring).
+    Masked positions are ignored even when they hold ``inf`` or ``nan``."""
+    valid = mask.bool()
+    diff = torch.where(valid, sender_logp.double() - old_logp.double(),
+                       torch.zeros((), dtype=torch.float64, device=old_logp.device))
+    return diff.sum(dim=1)
+
+
+def ftis_keep(advantages: torch.Tensor, old_logp: torch.Tensor, sender_logp: torch.Tensor,
+              mask: torch.Tensor, threshold: float) -> torch.Tensor:
+    """``(S,)`` bool: completions F-TIS keeps. One is dropped when its advantage is negative
+    *and* its :func:`sequence_log_ratio` exceeds ``threshold`` (a far-off-policy completion
+    the receiver would be taught to avoid: the notes on F-TIS blame those for pushing mass onto
+    tokens the model would never write); positive- and zero-advantage ones always stay."""
+    far = sequence_log_ratio(old_logp, sender_logp, mask) > threshold
+    return (advantages >= 0) | ~far.to(advantages.device)
+
+
+class Correction(NamedTuple):
+    """Per-token weights of a (micro-)batch and detached counts for the metrics."""
+
+    weights: torch.Tensor  #: ``(S, C)``, 1 on rows without sender log-probs and on padding
+    tokens: int  #: completion tokens of the corrected rows
+    weight_sum: float  #: sum of their weights
+    truncated: int  #: of those, tokens whose raw ratio exceeded the cap
+    filtered: int  #: corrected completions the F-TIS filter dropped
+
+
+def _none(old, sender, advantages, mask, cap, threshold):
+    return torch.ones_like(old), torch.ones(old.shape[0], dtype=torch.bool, device=old.device)
+
+
+def _tis(old, sender, advantages, mask, cap, threshold):
+    return tis_weights(old, sender, cap), torch.ones(old.shape[0], dtype=torch.bool,
+                                                     device=old.device)
+
+
+def _ftis(old, sender, advantages, mask, cap, threshold):
+    keep = ftis_keep(advantages, old, sender, mask, threshold)
+    return tis_weights(old, sender, cap) * keep.to(old.dtype)[:, None], keep
+
+
+_WEIGHTS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
+    "none": _none, "tis": _tis, "ftis": _ftis}
+
+
+def correction_weights(
+    kind: OffPolicyCorrection, old_logp: torch.Tensor, sender_logp: torch.Tensor,
+    advantages: torch.Tensor, mask: torch.Tensor, corrected: torch.Tensor, *,
+    cap: float = 2.0, threshold: float = 50.0,
+) -> Correction:
+    """The weights of correction ``kind`` for a batch of completions.
+
+    Args:
+        old_logp: ``(S, C)`` the receiver's log-probabilities at the first iteration.
+        sender_logp: ``(S, C)`` the sender's, aligned with them (any value where unused).
+        advantages: ``(S,)``.
+        mask: ``(S, C)`` 1 for completion tokens.
+        corrected: ``(S,)`` bool, rows that carry usable sender log-probs; every other row
+            gets weight 1 (ratio 1), whatever ``kind``.
+        cap, threshold: ``GRPOConfig.tis_cap`` and ``ftis_kl_threshold``.
+    """
+    if kind not in _WEIGHTS:
+        raise ValueError(f"off_policy_correction must be one of {CORRECTIONS}, got {kind!r}")
+    valid = mask.bool()
+    with torch.no_grad():
+        zero = torch.zeros((), dtype=old_logp.dtype, device=old_logp.device)
+        old = torch.where(valid, old_logp.detach(), zero)
+        sender = torch.where(valid, sender_logp.to(old.dtype), zero)
+        weights, keep = _WEIGHTS[kind](old, sender, advantages, mask, cap, threshold)
+        rows = corrected.bool()[:, None] & valid
+        weights = torch.where(rows, weights, torch.ones_like(weights))
+        truncated = (old - sender > math.log(cap)) & rows if kind != "none" else rows & False
+        return Correction(
+            weights, int(rows.sum()), float(torch.where(rows, weights, zero).sum()),
+            int(truncated.sum()), int((corrected.bool() & ~keep).sum()))
