@@ -29,7 +29,6 @@ truncation bounds).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -137,7 +136,3 @@ def parse_completion_fields(
                                                "log-prob per token")
     return parsed, ids
 
-
-def completion_fields(group: Any) -> dict[str, Sequence[np.ndarray]]:
-    """The optional fields a group carries (``{}`` for a sender that sent none)."""
-    return {k: group[k] for k in LOGPROB_FIELDS if k in group}
