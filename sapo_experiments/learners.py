@@ -117,6 +117,32 @@ class TinyLearners:
     common_base: bool = False
     """Start every node of a run from one warm start on every specialty, a different one per
     seed (see the class docstring); False: specialists, the same for every seed."""
+    hidden_sizes: tuple[int, ...] = (128,)
+    """Widths of the nodes' models, dealt round-robin (node ``i``: ``hidden_sizes[i % k]``),
+    each with heads of 32 and an MLP three times as wide (128: the default
+    ``agents.tiny.TinyModelConfig``). Two or more make a swarm of mixed capacity, which needs
+    ``common_base``: each width is warm-started on its own, from the seed's warm-start seed,
+    to ``target_accuracy`` within ``warm_start_steps`` (a narrow model may stop short)."""
+
+    def __post_init__(self) -> None:
+        sizes = self.hidden_sizes
+        if (not isinstance(sizes, (tuple, list)) or not sizes
+                or any(isinstance(h, bool) or not isinstance(h, int) or h < 32 or h % 32
+                       for h in sizes) or len(set(sizes)) != len(sizes)):
+            raise ValueError(f"hidden_sizes must be distinct multiples of 32, got {sizes!r}")
+        if len(sizes) > 1 and not self.common_base:
+            raise ValueError(f"hidden_sizes {tuple(sizes)} mixes widths, which needs "
+                             f"common_base=True (specialists of mixed widths would confound "
+                             f"task and width)")
+        object.__setattr__(self, "hidden_sizes", tuple(sizes))
+
+    def node_kinds(self, n: int) -> list[str]:
+        """What each of ``n`` nodes is, for reports: its specialty, its width, or "all"."""
+        if len(self.hidden_sizes) > 1:
+            return [f"width {self.hidden_sizes[i % len(self.hidden_sizes)]}" for i in range(n)]
+        if self.common_base:
+            return ["all"] * n
+        return [self.specialties[i % len(self.specialties)] for i in range(n)]
     warm_start_steps: int = 600
     """Most supervised steps of a warm start."""
     batched: bool = True
@@ -152,8 +178,8 @@ class TinyLearners:
 
     def warm_start_configs(self, seeds: Sequence[np.random.SeedSequence] = ()) -> list[Any]:
         """The warm starts: one per specialty, or with ``common_base`` one per run seed of
-        ``seeds`` (the agent seeds the factory is called with)."""
-        from agents.tiny.config import SPECIALIST_TASKS, WarmStartConfig
+        ``seeds`` (the agent seeds the factory is called with) and width, width by width."""
+        from agents.tiny.config import SPECIALIST_TASKS, TinyModelConfig, WarmStartConfig
 
         unknown = [s for s in self.specialties if s not in SPECIALIST_TASKS]
         if unknown or not self.specialties:
@@ -163,7 +189,11 @@ class TinyLearners:
         settings = {"eval_tasks": every, "target_accuracy": self.target_accuracy,
                     "max_steps": self.warm_start_steps, "max_new_tokens": self.max_new_tokens}
         if self.common_base:
-            return [WarmStartConfig(tasks=every, seed=base_seed(s), **settings) for s in seeds]
+            # at 128 this is TinyModelConfig()'s default shape
+            models = [TinyModelConfig(hidden_size=h, num_heads=h // 32, num_kv_heads=h // 32,
+                                      intermediate_size=3 * h) for h in self.hidden_sizes]
+            return [WarmStartConfig(tasks=every, seed=base_seed(s), model=m, **settings)
+                    for s in seeds for m in models]
         return [WarmStartConfig(tasks=[task], **settings) for task in every]
 
     def warm_starts(self, jobs: int = 1, seeds: Sequence[np.random.SeedSequence] = ()
@@ -191,9 +221,14 @@ class TinyLearners:
         config = GRPOConfig(max_new_tokens=self.max_new_tokens, learning_rate=self.learning_rate,
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
                             torch_threads=self.torch_threads, dtype=self.compute_dtype())
-        folders = self.warm_starts(seeds=[seed])  # a common base: this seed's one
+        folders = self.warm_starts(seeds=[seed])  # a common base: this seed's, per width
         agents = tiny_nodes(folders, config, num_external, seed.spawn(len(names)))
-        return batched_swarm(agents, names) if self.batched else agents
+        if not self.batched:
+            return agents
+        widths = len(folders) if self.common_base else 1  # node i has width i % widths
+        for w in range(widths):  # one batched swarm per model shape
+            batched_swarm(agents[w::widths], list(names)[w::widths])
+        return agents
 
 
 def base_seed(seed: np.random.SeedSequence) -> int:

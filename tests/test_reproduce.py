@@ -368,6 +368,37 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
     assert "## Per seed, reward of the trained batch" in text
 
 
+def test_tiny_swarm_of_mixed_widths_batches_each_width_and_reports_each_kind(
+        tmp_path, request, monkeypatch):
+    """hidden_sizes: node i has width hidden_sizes[i % k], each width warm-started from the
+    seed's base seed, one batched swarm per width; results.md has a row per kind."""
+    torch = pytest.importorskip("torch")
+    from sapo_experiments.learners import TinyLearners
+
+    request.getfixturevalue("one_torch_thread")
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match="needs common_base=True"):
+        TinyLearners(hidden_sizes=(32, 64))
+    with pytest.raises(ValueError, match="distinct multiples of 32"):
+        TinyLearners(hidden_sizes=(48,), common_base=True)
+    tiny = TinyLearners(specialties=("basic_arithmetic",), common_base=True,
+                        hidden_sizes=(32, 64), warm_start_steps=2, target_accuracy=0.99)
+    assert tiny.node_kinds(4) == ["width 32", "width 64"] * 2
+    agents = tiny(["a", "b", "c", "d"], 4, rp.seeds_of(0, 0)[1])
+    widths = [a.model.config.hidden_size for a in agents]
+    assert widths == [32, 64, 32, 64]
+    assert agents[0].joint_actor is agents[2].joint_actor is not agents[1].joint_actor
+    assert torch.equal(agents[0].model.lm_head.weight, agents[2].model.lm_head.weight)
+    config = rp.ReproduceConfig(
+        learner="tiny", tiny=tiny, experiments=("8/0", "4/4"), rounds=2, n_agents=4, seeds=1,
+        held_out_every=2, held_out_questions=2, jobs=1, tensorboard=False, plots=False,
+        progress=False, out=tmp_path / "out", swarm={"completions_per_question": 2})
+    rp.reproduce(config)
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "| configuration | width 32 nodes | minus 8/0 | width 64 nodes | minus 8/0 |" in text
+    assert "width 64 nodes on basic_arithmetic" in text
+
+
 def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, caplog):
     from sapo_experiments import run_files
 

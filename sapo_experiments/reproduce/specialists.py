@@ -8,7 +8,6 @@ Used for the tiny learner (``learner="tiny"``), whose node ``i`` specialises in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,28 +47,51 @@ def knowledge_table(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]
     """Held-out accuracy of each kind of specialist on each task, before training and at the
     last evaluation, mean ± 95% CI over seeds (each seed's value: the mean over the nodes of
     that kind)."""
-    # a common base: every node is one kind, trained on every specialty
-    specialties: Sequence[str] = (("all",) if config.tiny.common_base
-                                  else config.tiny.specialties)
+    kinds = np.asarray(config.tiny.node_kinds(config.n_agents))
     first = next(r for rs in runs.values() for r in rs)
     tasks = [str(t) for t in first["held_out_tasks"]]
-    pairs = [(s, t) for s in specialties for t in tasks]
+    pairs = [(s, t) for s in dict.fromkeys(kinds) for t in tasks]
     header = " | ".join(f"{s} nodes on {t}" for s, t in pairs)
     lines = [f"| configuration | {header} |", "| --- |" + " ---: |" * len(pairs)]
     for label, rs in runs.items():
         cells = []
         for s, t in pairs:
-            k = specialties.index(s)
+            nodes = np.flatnonzero(kinds == s)
             start, end = [], []
             for r in rs:
                 scores = r["held_out_task_scores"]  # (evaluations, nodes, tasks)
                 if not len(scores) or r["held_out_rounds"][0] != -1:
                     continue
-                nodes = np.arange(k, scores.shape[1], len(specialties))
                 start.append(scores[0, nodes, tasks.index(t)].mean())
                 end.append(scores[-1, nodes, tasks.index(t)].mean())
             cells.append(f"{format_value(*mean_ci(start), 2)} → {format_value(*mean_ci(end), 2)}"
                          if start else "–")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def kinds_table(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Cumulative reward of each kind of node (the mean over its nodes of their own reward,
+    summed over rounds), mean ± 95% CI over seeds, and its paired difference to the same kind
+    at 8/0: who gains from sharing and who pays for it."""
+    kinds = np.asarray(config.tiny.node_kinds(config.n_agents))
+    names = list(dict.fromkeys(kinds))
+
+    def cumulative(r: dict[str, Any], kind: str) -> float:
+        return float(np.nanmean(r["rewards"][:, kinds == kind], axis=1).sum())
+
+    lines = ["| configuration | " + " | ".join(
+        f"{k} nodes | minus 8/0" for k in names) + " |",
+        "| --- |" + " ---: | ---: |" * len(names)]
+    for label, rs in runs.items():
+        cells = []
+        for k in names:
+            values = [cumulative(r, k) for r in rs]
+            cells.append(format_value(*mean_ci(values)))
+            base = runs.get("8/0")
+            cells.append(format_value(*mean_ci([v - cumulative(b, k) for v, b in
+                                                zip(values, base)]))
+                         if base and label != "8/0" else "–")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -112,6 +134,10 @@ def specialist_markdown(config: ReproduceConfig, runs: dict[str, list[dict[str, 
     if "8/0 filtered" in runs:
         text += "\n" + per_seed_table(runs, "batch_rewards", baseline="8/0 filtered")
     if config.learner == "tiny":
+        text += (
+            "\n## Each kind of node\n\nCumulative reward of each kind of node (mean over "
+            "its nodes, summed over rounds; mean ± 95% CI over seeds) and its paired "
+            "difference to the same kind at 8/0.\n\n" + kinds_table(config, runs))
         text += (
             "\n## What the specialists knew\n\nHeld-out pass@1 of each kind of specialist on "
             "each task before the first round → at the last evaluation ("
