@@ -39,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +58,13 @@ from agents.grpo_update import GRPOUpdate
 from agents.lora import members_by_name
 from agents.loss import token_logprobs
 from agents.models import autocast
-from agents.tiny.grouped_llama import check_supported, grouped_forward, stack_weights
+from agents.tiny.grouped_llama import (
+    RowCache,
+    check_supported,
+    grouped_forward,
+    grouped_prefix_forward,
+    stack_weights,
+)
 
 # Settings that must be equal across nodes: generation samples every row alike.
 _SHARED_SETTINGS = ("temperature", "top_p", "top_k", "max_new_tokens", "num_iterations")
@@ -69,7 +76,7 @@ class BatchedSwarm:
     #: No joint random stream: every node samples from its own (``GRPOAgent.rng``).
     rng = None
 
-    def __init__(self, agents: Sequence[Any], names: Sequence[str]):
+    def __init__(self, agents: Sequence[Any], names: Sequence[str], share_prompts: bool = True):
         if not agents:
             raise ValueError("batched_swarm needs at least one agent")
         first = agents[0]
@@ -94,6 +101,7 @@ class BatchedSwarm:
             if agent.eos_ids != first.eos_ids or agent.pad_id != first.pad_id:
                 raise ValueError(f"agent {i}'s tokenizer has other EOS/pad ids than agent 0's")
         self.agents = tuple(agents)
+        self.share_prompts = share_prompts
         self.members: dict[str, Any] = {}
         self.bind(names)
         self.model_config = base_model(first.model).config
@@ -180,9 +188,15 @@ class BatchedSwarm:
             positions = (grid_mask.cumsum(dim=2) - 1).clamp(min=0)
             logits, cache = grouped_forward(weights, self.model_config, grid, grid_mask,
                                             positions, logits_to_keep=1)
-            # Each prompt's keys and values once, then one row per completion.
-            copy_of = torch.arange(questions, device=device).repeat_interleave(copies)
-            cache = cache.select_rows(copy_of.expand(n, -1)).with_room(cfg.max_new_tokens)
+            if self.share_prompts:
+                # Each prompt's keys and values once, read by all its rows as they decode.
+                prompt_cache = cache
+                cache = RowCache.empty(self.model_config, n, questions, copies,
+                                       cfg.max_new_tokens, prompt_cache.keys[0].dtype, device)
+            else:
+                # Each prompt's keys and values once, then copied to each of its rows.
+                copy_of = torch.arange(questions, device=device).repeat_interleave(copies)
+                cache = cache.select_rows(copy_of.expand(n, -1)).with_room(cfg.max_new_tokens)
             logits = logits.repeat_interleave(copies, dim=1)
             position = positions[:, :, -1:].repeat_interleave(copies, dim=1)
             for step in range(cfg.max_new_tokens):
@@ -206,9 +220,17 @@ class BatchedSwarm:
                 if not any(drawing) or step + 1 == cfg.max_new_tokens:
                     break
                 position = position + 1
-                logits, cache = grouped_forward(
-                    weights, self.model_config, drawn[:, :, None],
-                    torch.ones_like(drawn[:, :, None]), position, cache=cache)
+                if self.share_prompts:
+                    logits, cache = grouped_prefix_forward(
+                        weights, self.model_config, prompt_cache,
+                        drawn.reshape(n, questions, copies, 1),
+                        torch.ones_like(drawn).reshape(n, questions, copies, 1),
+                        position.reshape(n, questions, copies, 1), cache=cache)
+                    logits = logits.reshape(n, rows, 1, -1)
+                else:
+                    logits, cache = grouped_forward(
+                        weights, self.model_config, drawn[:, :, None],
+                        torch.ones_like(drawn[:, :, None]), position, cache=cache)
         ended = torch.isin(tokens, eos)
         lengths = torch.where(ended.any(dim=2), ended.int().argmax(dim=2), tokens.shape[2])
         tokens, lengths = tokens.cpu(), lengths.cpu()
@@ -247,7 +269,8 @@ class BatchedSwarm:
                     agent.optimizer.zero_grad(set_to_none=True)
                 weights = stack_weights([agent.model for agent in agents])
                 with autocast(first.device, first.dtype):
-                    logits = batch.completion_logits(weights, self.model_config)
+                    logits = batch.completion_logits(weights, self.model_config,
+                                                     self.share_prompts)
                 total = 0.0
                 for i, u in enumerate(updates):
                     mb = u.micro[0]
@@ -272,17 +295,28 @@ class _PromptSharingBatch:
     A group's L completions share one prompt, which is most of each sequence (a question of
     tens of tokens against a dozen completion tokens), so each node's distinct prompts are
     forwarded once (``(N, G, P)``, left-padded) and every completion row continues from its
-    prompt's cached keys and values (``(N, R, C)``, right-padded). Rows are in the order of
-    the node's micro-batch (:func:`agents.encoding.by_length`), so node ``i``'s logits for its
-    completion tokens are ``completion_logits(...)[i, :S_i, :C_i]``. The same arithmetic as
-    forwarding every row whole; the gradient of a shared prompt gathers from all its rows."""
+    prompt's keys and values. Rows are in the order of the node's micro-batch
+    (:func:`agents.encoding.by_length`), so node ``i``'s logits for its completion tokens are
+    ``completion_logits(...)[i, :S_i, :C_i]``. The same arithmetic as forwarding every row
+    whole; the gradient of a shared prompt gathers from all its rows.
+
+    Two ways to continue a prompt, equal to float rounding (tests/test_prompt_sharing.py):
+    ``share_prompts`` reads each prompt's keys once for all its rows
+    (:func:`grouped_prefix_forward`, the completions laid out ``(N, G, L, C)``, L the most
+    rows of one prompt); otherwise every row gets its own copy of them
+    (``GroupedCache.select_rows``, the completions laid out ``(N, R, C)``), which is how the
+    runs committed before the option existed were computed, bit for bit."""
 
     prompt_ids: torch.Tensor  # (N, G, P)
     prompt_mask: torch.Tensor  # (N, G, P)
     row_prompt: torch.Tensor  # (N, R): each row's prompt
+    row_copy: torch.Tensor  # (N, R): each row's rank among its prompt's rows
     completion_ids: torch.Tensor  # (N, R, C)
     completion_mask: torch.Tensor  # (N, R, C)
     completion_positions: torch.Tensor  # (N, R, C)
+    slot_ids: torch.Tensor  # (N, G, L, C): row j's completion at [row_prompt[j], row_copy[j]]
+    slot_mask: torch.Tensor  # (N, G, L, C)
+    slot_positions: torch.Tensor  # (N, G, L, C)
 
     @classmethod
     def of(cls, updates: Sequence[GRPOUpdate], pad_id: int, device: torch.device
@@ -298,38 +332,58 @@ class _PromptSharingBatch:
         p = max(len(prompt) for prompts, _ in nodes for prompt in prompts)
         r = max(len(rows) for _, rows in nodes)
         c = max(len(completion) for _, rows in nodes for _, completion in rows)
+        copies = max(max(Counter(k for k, _ in rows).values()) for _, rows in nodes)
         prompt_ids = torch.full((n, g, p), pad_id, dtype=torch.long)
         prompt_mask = torch.zeros((n, g, p), dtype=torch.long)
         row_prompt = torch.zeros((n, r), dtype=torch.long)
+        row_copy = torch.zeros((n, r), dtype=torch.long)
         completion_ids = torch.full((n, r, c), pad_id, dtype=torch.long)
         completion_mask = torch.zeros((n, r, c), dtype=torch.long)
+        slot_ids = torch.full((n, g, copies, c), pad_id, dtype=torch.long)
+        slot_mask = torch.zeros((n, g, copies, c), dtype=torch.long)
         prompt_length = torch.zeros((n, g), dtype=torch.long)
         for i, (prompts, rows) in enumerate(nodes):
             for k, prompt in enumerate(prompts):
                 prompt_ids[i, k, p - len(prompt) :] = torch.tensor(prompt)
                 prompt_mask[i, k, p - len(prompt) :] = 1
                 prompt_length[i, k] = len(prompt)
+            filled = [0] * len(prompts)
             for j, (k, completion) in enumerate(rows):
-                row_prompt[i, j] = k
+                row_prompt[i, j], row_copy[i, j] = k, filled[k]
                 completion_ids[i, j, : len(completion)] = torch.tensor(completion)
                 completion_mask[i, j, : len(completion)] = 1
+                slot_ids[i, k, filled[k], : len(completion)] = torch.tensor(completion)
+                slot_mask[i, k, filled[k], : len(completion)] = 1
+                filled[k] += 1
         # A row's positions continue its prompt's real tokens.
         start = prompt_length.gather(1, row_prompt)
         positions = start[:, :, None] + torch.arange(c)
-        return cls(*(t.to(device) for t in (prompt_ids, prompt_mask, row_prompt, completion_ids,
-                                             completion_mask, positions)))
+        slot_positions = (prompt_length[:, :, None, None] + torch.arange(c)).expand(
+            n, g, copies, c)
+        return cls(*(t.to(device) for t in (
+            prompt_ids, prompt_mask, row_prompt, row_copy, completion_ids, completion_mask,
+            positions, slot_ids, slot_mask, slot_positions)))
 
-    def completion_logits(self, weights: dict[str, torch.Tensor], config: Any) -> torch.Tensor:
+    def completion_logits(self, weights: dict[str, torch.Tensor], config: Any,
+                          share_prompts: bool) -> torch.Tensor:
         """``(N, R, C, V)``: at ``[i, j, t]`` the logits that predict completion token t."""
         positions = (self.prompt_mask.cumsum(dim=2) - 1).clamp(min=0)
         last, cache = grouped_forward(weights, config, self.prompt_ids, self.prompt_mask,
                                       positions, logits_to_keep=1)
-        n = last.shape[0]
-        first = last[torch.arange(n, device=last.device)[:, None], self.row_prompt]  # (N, R, 1, V)
-        rest, _ = grouped_forward(weights, config, self.completion_ids[:, :, :-1],
-                                  self.completion_mask[:, :, :-1],
-                                  self.completion_positions[:, :, :-1],
-                                  cache=cache.select_rows(self.row_prompt))
+        nodes = torch.arange(last.shape[0], device=last.device)[:, None]
+        first = last[nodes, self.row_prompt]  # (N, R, 1, V)
+        if self.completion_ids.shape[2] == 1:
+            return first  # every completion is one token: the prompts predict them all
+        if share_prompts:
+            rest, _ = grouped_prefix_forward(weights, config, cache, self.slot_ids[..., :-1],
+                                             self.slot_mask[..., :-1],
+                                             self.slot_positions[..., :-1])
+            rest = rest[nodes, self.row_prompt, self.row_copy]  # (N, R, C - 1, V)
+        else:
+            rest, _ = grouped_forward(weights, config, self.completion_ids[:, :, :-1],
+                                      self.completion_mask[:, :, :-1],
+                                      self.completion_positions[:, :, :-1],
+                                      cache=cache.select_rows(self.row_prompt))
         return torch.cat([first, rest], dim=2)
 
 
@@ -339,11 +393,17 @@ def _architecture(model: Any) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k not in ("_name_or_path", "name_or_path")}
 
 
-def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None) -> list[Any]:
+def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None,
+                  share_prompts: bool = True) -> list[Any]:
     """Make ``agents`` (GRPOAgents of one tiny Llama shape) act and learn in one call each
-    round; returns them. ``names``: the env node each plays (default ``node_0`` ...)."""
+    round; returns them. ``names``: the env node each plays (default ``node_0`` ...).
+
+    ``share_prompts``: the completions of one prompt read its keys and values once, in
+    generation and in learning (:func:`~agents.tiny.grouped_llama.grouped_prefix_forward`),
+    instead of each from its own copy. Both give the same completions and updates to float
+    rounding; False reproduces runs made before the option existed bit for bit."""
     names = [f"node_{i}" for i in range(len(agents))] if names is None else list(names)
-    joint = BatchedSwarm(agents, names)
+    joint = BatchedSwarm(agents, names, share_prompts)
     for agent in agents:
         agent.joint_actor = joint
     return list(agents)

@@ -244,3 +244,152 @@ def grouped_forward(
     head = weights.get("lm_head.weight", embed)  # tied embeddings have no lm_head of their own
     logits = _linear(x, head)
     return logits, GroupedCache(new_keys, new_values, key_mask, past + t)
+
+
+@dataclass
+class RowCache:
+    """Keys and values of rows that continue shared prefixes (:func:`grouped_prefix_forward`):
+    every layer's ``(N * G, kv_heads, L, capacity, head_dim)``, row ``(n, g, l)`` being the
+    l-th continuation of prefix g of node n, the key mask ``(N, G, L, capacity)`` and how many
+    positions are filled. Filled in place, under ``no_grad`` (generation)."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    key_mask: torch.Tensor  #: (N, G, L, capacity) bool: which positions hold real tokens
+    length: int  #: positions filled
+
+    @classmethod
+    def empty(cls, config: LlamaConfig, nodes: int, prefixes: int, rows: int, capacity: int,
+              dtype: torch.dtype, device: torch.device) -> RowCache:
+        """Room for ``capacity`` tokens of ``rows`` continuations of each of ``prefixes``
+        prefixes per node."""
+        kv_heads = config.num_key_value_heads
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        shape = (nodes * prefixes, kv_heads, rows, capacity, head_dim)
+        layers = range(config.num_hidden_layers)
+        return cls([torch.zeros(shape, dtype=dtype, device=device) for _ in layers],
+                   [torch.zeros(shape, dtype=dtype, device=device) for _ in layers],
+                   torch.zeros((nodes, prefixes, rows, capacity), dtype=torch.bool, device=device),
+                   0)
+
+
+def _prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: torch.Tensor,
+                      prefix_bias: torch.Tensor, own_keys: torch.Tensor, own_values: torch.Tensor,
+                      own_bias: torch.Tensor) -> torch.Tensor:
+    """Attention of L rows that continue one prefix, reading the prefix's keys once.
+
+    q ``(M, kv_heads, groups, L, T, d)``: M prefixes, the ``groups`` query heads of each key
+    head, L rows of T queries each. The prefix's keys and values are ``(M, kv_heads, P, d)``,
+    shared by its L rows; each row's own are ``(M, kv_heads, L, S, d)``. ``prefix_bias``
+    ``(M, 1, 1, 1, 1, P)`` and ``own_bias`` ``(M, 1, 1, L, T, S)`` are 0 where a query may look
+    and the dtype's lowest value where not. One softmax over a row's P + S keys, in float32,
+    as :func:`_attention` over the prefix's keys followed by the row's; the result equals it
+    to float rounding (the two halves of the weighted sum are added after their products)."""
+    m, kv_heads, groups, rows, t, d = q.shape
+    width = prefix_keys.shape[2]
+    # All the prefix's queries (every row, every head of a key head) in one product.
+    prefix_scores = torch.matmul(q.reshape(m, kv_heads, groups * rows * t, d),
+                                 prefix_keys.transpose(-1, -2)) * d**-0.5
+    prefix_scores = prefix_scores.reshape(m, kv_heads, groups, rows, t, width)
+    own_scores = torch.matmul(q, own_keys[:, :, None].transpose(-1, -2)) * d**-0.5
+    scores = torch.cat([prefix_scores + prefix_bias, own_scores + own_bias], dim=-1)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    from_prefix = torch.matmul(probs[..., :width].reshape(m, kv_heads, groups * rows * t, width),
+                               prefix_values)
+    from_own = torch.matmul(probs[..., width:], own_values[:, :, None])
+    return from_prefix.reshape(q.shape) + from_own
+
+
+def grouped_prefix_forward(
+    weights: dict[str, torch.Tensor],
+    config: LlamaConfig,
+    prefix: GroupedCache,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache: RowCache | None = None,
+) -> tuple[torch.Tensor, RowCache]:
+    """Logits ``(N, G, L, T, V)`` of rows that continue shared prefixes, and their cache.
+
+    ``prefix`` is :func:`grouped_forward`'s cache of G prefixes per node (``(N, G, P)``
+    inputs); row ``(n, g, l)`` of ``input_ids``, ``attention_mask`` and ``position_ids``
+    ``(N, G, L, T)`` continues prefix g of node n, so its queries read the prefix's keys and
+    values where :func:`grouped_forward` would need a copy of them for every row
+    (``GroupedCache.select_rows``). The logits equal ``grouped_forward``'s on the copied cache
+    to float rounding (tested). Differentiable through the prefix's keys and values: a
+    prefix's gradient gathers from all its rows.
+
+    With a ``cache`` (:meth:`RowCache.empty`, then the returned one) the T new positions of
+    each row follow its cached ones and are written into it in place, under ``no_grad``;
+    without, the rows have no tokens before these T beyond the prefix.
+    """
+    n, g, rows, t = input_ids.shape
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    groups = heads // kv_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    eps = config.rms_norm_eps
+    embed = weights["model.embed_tokens.weight"]
+    nodes = torch.arange(n, device=input_ids.device)[:, None, None]
+    x = embed[nodes, input_ids.reshape(n, g * rows, t)]  # (N, G * L, T, H)
+    cos, sin = _rotary(config, position_ids.reshape(n, g * rows, t), head_dim, x.dtype)
+    cos, sin = cos[:, :, :, None], sin[:, :, :, None]  # broadcast over heads: (N, G*L, T, 1, d)
+
+    past = 0 if cache is None else cache.length
+    if cache is not None:
+        if torch.is_grad_enabled():
+            raise ValueError("a RowCache is filled in place: use it under no_grad")
+        if cache.key_mask.shape[3] < past + t:
+            raise ValueError(f"the RowCache holds {cache.key_mask.shape[3]} positions, "
+                             f"{past} filled: no room for {t} more")
+        cache.key_mask[..., past : past + t] = attention_mask.bool()
+        own_mask = cache.key_mask
+    else:
+        own_mask = attention_mask.bool()
+    width = own_mask.shape[3]
+    lowest = torch.finfo(x.dtype).min
+    # Query i of a row (its position past + i) sees the row's real keys up to its own.
+    causal = torch.ones(t, width, dtype=torch.bool, device=input_ids.device).tril(past)
+    own_allowed = causal & own_mask[:, :, :, None, :]  # (N, G, L, T, width)
+    own_bias = torch.zeros(own_allowed.shape, dtype=x.dtype, device=x.device)
+    own_bias = own_bias.masked_fill(~own_allowed, lowest).reshape(n * g, 1, 1, rows, t, width)
+    prefix_mask = prefix.key_mask[:, :, : prefix.length]
+    prefix_bias = torch.zeros(prefix_mask.shape, dtype=x.dtype, device=x.device)
+    prefix_bias = prefix_bias.masked_fill(~prefix_mask, lowest)
+    prefix_bias = prefix_bias.reshape(n * g, 1, 1, 1, 1, prefix.length)
+
+    new_keys, new_values = [], []
+    for layer in range(config.num_hidden_layers):
+        name = f"model.layers.{layer}."
+        h = _rms_norm(x, weights[name + "input_layernorm.weight"], eps)
+        qkv = _linear(h, weights[name + "self_attn.qkv_proj.weight"])
+        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
+        q = q.reshape(n, g * rows, t, heads, head_dim)
+        k = k.reshape(n, g * rows, t, kv_heads, head_dim)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        # (N, G, L, T, heads, d) -> (N * G, kv_heads, groups, L, T, d): a prefix's rows together.
+        q = q.reshape(n, g, rows, t, kv_heads, groups, head_dim).permute(0, 1, 4, 5, 2, 3, 6)
+        q = q.reshape(n * g, kv_heads, groups, rows, t, head_dim)
+        k, v = (z.reshape(n, g, rows, t, kv_heads, head_dim).permute(0, 1, 4, 2, 3, 5)
+                .reshape(n * g, kv_heads, rows, t, head_dim) for z in (k, v))
+        if cache is not None:
+            cache.keys[layer][:, :, :, past : past + t] = k
+            cache.values[layer][:, :, :, past : past + t] = v
+            k, v = cache.keys[layer], cache.values[layer]
+        new_keys.append(k)
+        new_values.append(v)
+        prefix_keys = prefix.keys[layer][:, :, : prefix.length]
+        prefix_values = prefix.values[layer][:, :, : prefix.length]
+        attended = _prefix_attention(q, prefix_keys, prefix_values, prefix_bias, k, v, own_bias)
+        # (N * G, kv_heads, groups, L, T, d) -> (N, G * L, T, heads * d)
+        attended = attended.reshape(n, g, heads, rows, t, head_dim).permute(0, 1, 3, 4, 2, 5)
+        x = x + _linear(attended.reshape(n, g * rows, t, heads * head_dim),
+                        weights[name + "self_attn.o_proj.weight"])
+        h = _rms_norm(x, weights[name + "post_attention_layernorm.weight"], eps)
+        gate, up = _linear(h, weights[name + "mlp.gate_up_proj.weight"]).chunk(2, dim=-1)
+        x = x + _linear(F.silu(gate) * up, weights[name + "mlp.down_proj.weight"])
+    x = _rms_norm(x, weights["model.norm.weight"], eps)
+    head = weights.get("lm_head.weight", embed)
+    logits = _linear(x, head).reshape(n, g, rows, t, -1)
+    return logits, RowCache(new_keys, new_values, own_mask, past + t)
