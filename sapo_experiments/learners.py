@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+CORRECTIONS = ("none", "tis", "ftis")
+"""``agents.off_policy.CORRECTIONS``, without importing torch to check a config."""
+
 AgentFactory = Callable[[Sequence[str], int, np.random.SeedSequence], Sequence[Any]]
 
 
@@ -124,7 +127,15 @@ class TinyLearners:
     ``common_base``: each width is warm-started on its own, from the seed's warm-start seed,
     to ``target_accuracy`` within ``warm_start_steps`` (a narrow model may stop short)."""
 
+    off_policy_correction: str = "none"
+    """``GRPOConfig.off_policy_correction`` of every node: ``"none"`` (ratio 1, the paper's
+    and genrl's), ``"tis"`` or ``"ftis"`` (weights against the sender's log-probs, which
+    every node then sends: ``share_logprobs``); see ``agents.off_policy``."""
+
     def __post_init__(self) -> None:
+        if self.off_policy_correction not in CORRECTIONS:
+            raise ValueError(f"off_policy_correction must be one of {CORRECTIONS}, "
+                             f"got {self.off_policy_correction!r}")
         sizes = self.hidden_sizes
         if (not isinstance(sizes, (tuple, list)) or not sizes
                 or any(isinstance(h, bool) or not isinstance(h, int) or h < 32 or h % 32
@@ -220,7 +231,9 @@ class TinyLearners:
 
         config = GRPOConfig(max_new_tokens=self.max_new_tokens, learning_rate=self.learning_rate,
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
-                            torch_threads=self.torch_threads, dtype=self.compute_dtype())
+                            torch_threads=self.torch_threads, dtype=self.compute_dtype(),
+                            off_policy_correction=self.off_policy_correction,
+                            share_logprobs=self.off_policy_correction != "none")
         folders = self.warm_starts(seeds=[seed])  # a common base: this seed's, per width
         agents = tiny_nodes(folders, config, num_external, seed.spawn(len(names)))
         if not self.batched:

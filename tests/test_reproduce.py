@@ -336,7 +336,7 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
     monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
     args = rp_cli.build_parser().parse_args(
         ["--learner", "tiny", "--tiny-common-base", "--tiny-specialties", "basic_arithmetic",
-         "--tiny-target-accuracy", "0.99", "--experiments", "8/0", "4/4", "8/0 filtered",
+         "--tiny-target-accuracy", "0.99", "--tiny-off-policy", "ftis", "--experiments", "8/0", "4/4", "8/0 filtered",
          "--rounds", "2", "--nodes", "2", "--seeds", "2", "--held-out-every", "2",
          "--held-out-questions", "4", "--jobs", "1", "--no-tensorboard", "--no-plots",
          "--no-progress", "--out", str(tmp_path / "out"), "--swarm", "completions_per_question=2"])
@@ -354,6 +354,7 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
     def weights(agent):
         return torch.cat([p.detach().flatten() for p in agent.model.parameters()])
 
+    assert first[0].config.off_policy_correction == "ftis" and first[0].config.share_logprobs
     assert torch.equal(weights(first[0]), weights(first[1]))  # one base for a run's nodes
     assert torch.equal(weights(first[0]), weights(again[0]))  # and for seed 0 everywhere
     assert not torch.equal(weights(first[0]), weights(second[0]))
@@ -381,6 +382,12 @@ def test_tiny_swarm_of_mixed_widths_batches_each_width_and_reports_each_kind(
         TinyLearners(hidden_sizes=(32, 64))
     with pytest.raises(ValueError, match="distinct multiples of 32"):
         TinyLearners(hidden_sizes=(48,), common_base=True)
+    from agents.off_policy import CORRECTIONS
+    from sapo_experiments import learners
+
+    assert learners.CORRECTIONS == CORRECTIONS
+    with pytest.raises(ValueError, match="off_policy_correction must be one of"):
+        TinyLearners(off_policy_correction="is")
     tiny = TinyLearners(specialties=("basic_arithmetic",), common_base=True,
                         hidden_sizes=(32, 64), warm_start_steps=2, target_accuracy=0.99)
     assert tiny.node_kinds(4) == ["width 32", "width 64"] * 2

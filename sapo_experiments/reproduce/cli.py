@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="tiny learner: the warm start stops at this held-out accuracy "
                              f"(default {d.tiny.target_accuracy}); low, with a common base, "
                              "gives the sparse-signal regime")
+    parser.add_argument("--tiny-off-policy", choices=("none", "tis", "ftis"),
+                        default=d.tiny.off_policy_correction,
+                        help="tiny learner: correction of external groups against their "
+                             "sender's log-probs (every node then sends them): none (ratio 1, "
+                             "the paper's; default), tis (truncated importance sampling), "
+                             "ftis (TIS and F-TIS's filter); see agents.off_policy")
     parser.add_argument("--tiny-max-grad-norm", type=float, default=d.tiny.max_grad_norm,
                         help="tiny learner: gradient-norm clipping, 0 for none (default "
                              f"{d.tiny.max_grad_norm})")
@@ -101,7 +107,8 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
     tiny = learners.TinyLearners(
         specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
         max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
-        common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy)
+        common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy,
+        off_policy_correction=args.tiny_off_policy)
     swarm = {}
     for item in args.swarm:
         name, sep, value = item.partition("=")
