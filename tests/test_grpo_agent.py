@@ -458,7 +458,8 @@ def test_joint_actor_binding(tok):
 
 
 def test_three_tiny_nodes_run_two_rounds_in_the_env(tok):
-    sapo_env = pytest.importorskip("sapo_env")
+    import sapo_env.runtime
+
     env = sapo_env.parallel_env(
         n=3, questions_per_round=2, completions_per_question=2, train_budget=2, max_rounds=2,
         tasks=[("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_digits": 1,
@@ -474,8 +475,8 @@ def test_three_tiny_nodes_run_two_rounds_in_the_env(tok):
     actor = swarm[0].joint_actor
     original = actor.act_jointly
     actor.act_jointly = lambda obs: calls.append(sorted(obs)) or original(obs)
-    history = sapo_env.runtime.run(env, {"node_0": swarm[0], "node_1": swarm[1], "node_2": solo},
-                           seed=0, progress=False)
+    history = sapo_env.runtime.run(env, {"node_0": swarm[0], "node_1": swarm[1],
+                                         "node_2": solo}, seed=0, progress=False)
     assert history.rewards.shape == (2, 3)
     assert (history.num_external == 1).all()
     assert calls == [["node_0", "node_1"]] * 2  # the runner used joint generation
