@@ -1,6 +1,8 @@
 """Benchmark: a round of 8 tiny GRPO nodes, batched (one call) against node by node (not a test).
 
 Run by hand:  python benchmarks/tiny_swarm.py [--nodes 8] [--rounds 5] [--threads 1,2] [--write]
+              python benchmarks/tiny_swarm.py --compare prompt-sharing [--rounds 8]
+                  [--dtypes float32,bfloat16] [--write]
 
 Each node is an ``agents.GRPOAgent`` on the default tiny model (``agents.tiny``, untrained
 weights: speed does not depend on them), in the paper's round: J = 4, so 4 questions a node,
@@ -8,15 +10,28 @@ weights: speed does not depend on them), in the paper's round: J = 4, so 4 quest
 
 - act: every node's completions (``BatchedSwarm.act_jointly`` against each agent's ``act``);
   rows are sampled to EOS or 12 tokens, as in a run;
-- learn: every node's GRPO step on its training set of 8 groups (4 own, 4 from the pool), with
-  advantages replaced by a fixed +-1 pattern so that every group trains (an untrained model
-  scores 0 and would train on nothing): the most a round can cost;
+- learn: every node's GRPO step on its training set, with advantages replaced by a fixed +-1
+  pattern so that every group trains (an untrained model scores 0 and would train on
+  nothing). The env's default filter drops the pool's zero-advantage groups, which are all of
+  an untrained swarm's, so this set is the node's 4 own groups (32 rows);
 - step: ``env.step`` (scoring, pool, batches), the same in both.
 
 Both paths run the same rounds on the same weights (they are equal, tested in
 tests/test_batched_swarm.py); each figure is the median over the rounds after one warm-up
 round, wall time and process CPU time. ``--write`` replaces the "## Batched tiny swarm"
-section of BENCHMARKS.md, with the machine, date and load average.
+section of BENCHMARKS.md (but its ``###`` subsections), with the machine, date and load
+average.
+
+``--compare prompt-sharing`` times the batched swarm against itself instead:
+``batched_swarm(share_prompts=True)`` (a prompt's completions read its keys and values once)
+against ``share_prompts=False`` (each reads its own copy), in the paper's round with the pool
+unfiltered, so that every node trains on 8 groups (4 own, 4 received: 8 distinct prompts, 64
+rows), the most a round can cost. The two swarms alternate round by round (the order flips
+every round) on two envs of the same seed, so that a machine shared with other work loads both
+alike. It also counts each round's matrix-product FLOPs (``torch.utils.flop_counter``: every
+``bmm``, generation and the learn step's forward and backward, as run, padding included) on
+a few more rounds, and times a 2048 x 2048 matrix product on this CPU as its peak, in float32
+and bfloat16. ``--write`` replaces the "### Prompt-prefix sharing" subsection.
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ import argparse
 import datetime
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +51,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from benchmarks_md import machine, write_section  # noqa: E402
+from benchmarks_md import BENCHMARKS_MD, machine, write_section  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import sapo_env  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
@@ -43,17 +60,19 @@ from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E40
 from agents.tiny.batched import batched_swarm  # noqa: E402
 
 SECTION = "## Batched tiny swarm"
+SUBSECTION = "### Prompt-prefix sharing"
 TASKS = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_digits": 1,
                                     "max_digits": 1}),
          ("spell_backward", 1.0, {"min_word_len": 3, "max_word_len": 5})]
 
 
-def build(nodes: int, batched: bool) -> list[GRPOAgent]:
+def build(nodes: int, batched: bool, share_prompts: bool = True,
+          dtype: str = "float32") -> list[GRPOAgent]:
     tok = tiny_tokenizer()
-    config = GRPOConfig(max_new_tokens=12, learning_rate=3e-4, device="cpu")
+    config = GRPOConfig(max_new_tokens=12, learning_rate=3e-4, device="cpu", dtype=dtype)
     agents = [GRPOAgent(tiny_model(tok, TinyModelConfig(), seed=i), tok, config, seed=i,
                         num_external=4) for i in range(nodes)]
-    return batched_swarm(agents) if batched else agents
+    return batched_swarm(agents, share_prompts=share_prompts) if batched else agents
 
 
 def informative(batch):
@@ -96,16 +115,205 @@ def run(nodes: int, rounds: int, batched: bool) -> dict[str, list[float]]:
     return {k: v[1:] for k, v in times.items()}  # the first round warms up
 
 
+class SharingSwarm:
+    """One batched swarm (prompt sharing on or off) with its own env, played a round at a time."""
+
+    def __init__(self, nodes: int, rounds: int, share_prompts: bool, dtype: str):
+        # filter "none": the pool passes the received groups an untrained swarm's scores
+        # would filter out, so every node trains on 8 groups as in a run whose pool informs.
+        self.env = sapo_env.parallel_env(n=nodes, tasks=TASKS, system_prompt="",
+                                         max_rounds=rounds + 1, filter="none")
+        self.joint = build(nodes, True, share_prompts, dtype)[0].joint_actor
+        self.observations, _ = self.env.reset(seed=0)
+        self.times: dict[str, list[float]] = {k: [] for k in ("act", "learn", "act_cpu",
+                                                              "learn_cpu")}
+
+    def play(self, count_flops: bool = False) -> dict[str, float]:
+        """One round, timed (or, ``count_flops``, its matrix-product FLOPs counted instead)."""
+        flops = {}
+        counter = FlopCounterMode(display=False) if count_flops else None
+        with counter or _nothing():
+            actions, wall, cpu = timed(self.joint.act_jointly, self.observations)
+        if counter:
+            flops["act"] = counter.get_total_flops()
+        else:
+            self.times["act"].append(wall)
+            self.times["act_cpu"].append(cpu)
+        self.observations, *_ = self.env.step(actions)
+        batches = {a: informative(self.observations[a]["batch"]) for a in self.observations}
+        counter = FlopCounterMode(display=False) if count_flops else None
+        with counter or _nothing():
+            _, wall, cpu = timed(self.joint.learn_jointly, batches)
+        if counter:
+            flops["learn"] = counter.get_total_flops()
+        else:
+            self.times["learn"].append(wall)
+            self.times["learn_cpu"].append(cpu)
+        return flops
+
+
+class _nothing:  # noqa: N801  (a context manager that does nothing, where no counter runs)
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    """GFLOP/s of the fastest of ``repeats`` ``size``-square matrix products, at the current
+    thread count: what this CPU's BLAS reaches on a shape that suits it."""
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+def bfloat16_instructions() -> str:
+    """The CPU's bfloat16 instruction sets as /proc/cpuinfo names them, or "none"."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    found = [f for f in flags if "bf16" in f]
+    return ", ".join(found) if found else "none"
+
+
+def compare_prompt_sharing(nodes: int, rounds: int, threads: list[int], dtypes: list[str]
+                           ) -> str:
+    """Rounds with prompt sharing against rounds without, interleaved; the subsection text."""
+    load_before = os.getloadavg()
+    uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    lines, peaks = [], []
+    for count in threads:
+        torch.set_num_threads(count)
+        fp32, bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
+        peaks.append(f"{count} thread{'s' if count > 1 else ''}: {fp32:.0f} GFLOP/s float32, "
+                     f"{bf16:.0f} GFLOP/s bfloat16")
+        for dtype in dtypes:
+            line = compare_at(nodes, rounds, count, dtype, fp32 if dtype == "float32" else bf16)
+            print(line, flush=True)
+            lines.append(line)
+    load_after = os.getloadavg()
+    return (
+        f"{SUBSECTION}\n\n`python benchmarks/tiny_swarm.py --compare prompt-sharing --nodes "
+        f"{nodes} --rounds {rounds} --threads {','.join(map(str, threads))} --dtypes "
+        f"{','.join(dtypes)}` on "
+        f"{datetime.date.today()}, {machine()}, torch {torch.__version__}; bfloat16 "
+        f"instructions: {bfloat16_instructions()}. Load average (1, 5, 15 min) before "
+        f"{', '.join(f'{x:.1f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.1f}' for x in load_after)} (`{uptime_before}`): other work "
+        "shared the CPU, which is why the two paths alternate round by round.\n\n"
+        "`batched_swarm(share_prompts=True)`, where a prompt's completions read its keys and "
+        "values once (`grouped_prefix_forward`), against `share_prompts=False`, where each "
+        "completion row reads its own copy of them (`GroupedCache.select_rows`), which is how "
+        "the swarm computed before the option. Both forward each distinct prompt once. The "
+        "paper's round for every node with the pool unfiltered: 4 questions x 8 completions "
+        "of up to 12 tokens, training on 8 groups (64 rows, 8 prompts) with advantages all "
+        f"non-zero; medians over {rounds} rounds after a warm-up round, env step not "
+        "included. FLOPs: matrix products as run (padding included), counted by "
+        "`torch.utils.flop_counter` on 2 more rounds; the backward counts twice the forward. "
+        "Peak: the fastest 2048 x 2048 matrix product, "
+        f"{'; '.join(peaks)}; each line's share of peak is against its dtype's.\n\n"
+        + "\n".join(lines) + "\n"
+    )
+
+
+def compare_at(nodes: int, rounds: int, count: int, dtype: str, peak: float) -> str:
+    """One line of the comparison: ``count`` torch threads, compute dtype ``dtype``, whose
+    matrix-product ``peak`` (GFLOP/s) the line measures itself against."""
+    swarms = {False: SharingSwarm(nodes, rounds + 3, False, dtype),
+              True: SharingSwarm(nodes, rounds + 3, True, dtype)}
+    for r in range(rounds + 1):  # round 0 warms up; the order flips every round
+        for share in ((False, True) if r % 2 else (True, False)):
+            swarms[share].play()
+    flops = {share: [swarm.play(count_flops=True) for _ in range(2)]
+             for share, swarm in swarms.items()}
+    median = {share: {k: statistics.median(v[1:]) for k, v in swarm.times.items()}
+              for share, swarm in swarms.items()}
+    gflop = {share: {part: statistics.mean(f[part] for f in counted) / 1e9
+                     for part in ("act", "learn")} for share, counted in flops.items()}
+    old, new = median[False], median[True]
+    old_round, new_round = old["act"] + old["learn"], new["act"] + new["learn"]
+    round_gflop = gflop[True]["act"] + gflop[True]["learn"]
+    return (
+        f"- {dtype}, {count} torch thread{'s' if count > 1 else ''}: act + learn of a round "
+        f"**{new_round:.2f} s shared against {old_round:.2f} s copied: "
+        f"{old_round / new_round:.2f}x** (CPU time {new['act_cpu'] + new['learn_cpu']:.2f} s "
+        f"against {old['act_cpu'] + old['learn_cpu']:.2f} s). Act {new['act']:.3f} vs "
+        f"{old['act']:.3f} s ({old['act'] / new['act']:.2f}x; CPU {new['act_cpu']:.3f} vs "
+        f"{old['act_cpu']:.3f} s), learn {new['learn']:.3f} vs {old['learn']:.3f} s "
+        f"({old['learn'] / new['learn']:.2f}x; CPU {new['learn_cpu']:.3f} vs "
+        f"{old['learn_cpu']:.3f} s). Matrix products: {round_gflop:.1f} GFLOP a round "
+        f"(act {gflop[True]['act']:.1f}, learn {gflop[True]['learn']:.1f}; copied: "
+        f"{gflop[False]['act'] + gflop[False]['learn']:.1f}), so "
+        f"**{round_gflop / new_round:.0f} GFLOP/s shared, "
+        f"{100 * round_gflop / new_round / peak:.0f}% of the {dtype} peak** "
+        f"({round_gflop / old_round:.0f} GFLOP/s, {100 * round_gflop / old_round / peak:.0f}% "
+        f"copied); learn alone {gflop[True]['learn'] / new['learn']:.0f} against "
+        f"{gflop[False]['learn'] / old['learn']:.0f} GFLOP/s."
+    )
+
+
+def write_subsection(subsection: str) -> None:
+    """Put ``subsection`` (a ``### `` heading and its text) at the end of the
+    "## Batched tiny swarm" section of BENCHMARKS.md, replacing its earlier version."""
+    text = BENCHMARKS_MD.read_text()
+    start = text.index(SECTION + "\n")
+    end = text.find("\n## ", start + len(SECTION))
+    end = len(text) if end == -1 else end + 1
+    section = text[start:end].rstrip("\n")
+    heading = subsection.split("\n", 1)[0]
+    at = section.find("\n" + heading + "\n")
+    if at != -1:
+        following = section.find("\n### ", at + 1)
+        section = section[:at] + ("" if following == -1 else section[following:])
+    section = section.rstrip("\n") + "\n\n" + subsection.strip("\n") + "\n"
+    BENCHMARKS_MD.write_text(text[:start] + section + ("\n" if end < len(text) else "")
+                             + text[end:])
+
+
+def subsections_of_section() -> str:
+    """The ``### `` subsections BENCHMARKS.md holds under "## Batched tiny swarm" (kept when
+    the section's own text is rewritten), or ""."""
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else ""
+    start = text.find(SECTION + "\n")
+    if start == -1:
+        return ""
+    end = text.find("\n## ", start + len(SECTION))
+    section = text[start:] if end == -1 else text[start:end]
+    at = section.find("\n### ")
+    return "" if at == -1 else section[at:].strip("\n") + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", default="1,2", help="torch thread counts to measure")
+    parser.add_argument("--compare", choices=("node-by-node", "prompt-sharing"),
+                        default="node-by-node",
+                        help="batched against node by node, or prompt sharing on against off")
+    parser.add_argument("--dtypes", default="float32",
+                        help="compute dtypes for --compare prompt-sharing (float32,bfloat16)")
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     args = parser.parse_args()
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    if args.compare == "prompt-sharing":
+        subsection = compare_prompt_sharing(args.nodes, args.rounds, thread_counts,
+                                            args.dtypes.split(","))
+        if args.write:
+            write_subsection(subsection)
+        return
     load_before = os.getloadavg()[0]
     lines = []
-    for threads in [int(t) for t in args.threads.split(",")]:
+    for threads in thread_counts:
         torch.set_num_threads(threads)
         result = {}
         for batched in (False, True):
@@ -139,7 +347,8 @@ def main() -> None:
         f"{args.rounds} rounds after a warm-up round.\n\n" + "\n".join(lines) + "\n"
     )
     if args.write:
-        write_section(section)
+        kept = subsections_of_section()
+        write_section(section + ("\n" + kept if kept else ""))
 
 
 if __name__ == "__main__":

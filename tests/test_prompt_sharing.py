@@ -15,7 +15,6 @@ pytest.importorskip("transformers")
 from test_batched_swarm import CONFIG, env_of, nodes  # noqa: E402
 from tiny_lm import tiny_llama  # noqa: E402
 
-import sapo_env.runtime  # noqa: E402,F401  (the batched-swarm tests run a swarm through it)
 from agents.encoding import Row  # noqa: E402
 from agents.loss import token_logprobs  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
