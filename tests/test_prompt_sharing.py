@@ -18,7 +18,11 @@ from tiny_lm import tiny_llama  # noqa: E402
 from agents.encoding import Row  # noqa: E402
 from agents.loss import token_logprobs  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
-from agents.tiny.batched import _PromptSharingBatch, batched_swarm  # noqa: E402
+from agents.tiny.batched import (  # noqa: E402
+    _CopiedPromptBatch,
+    _SharedPromptBatch,
+    batched_swarm,
+)
 from agents.tiny.grouped_llama import (  # noqa: E402
     RowCache,
     grouped_forward,
@@ -45,19 +49,22 @@ def prompts_and_rows(tok):
     return [node_0, node_1]
 
 
-def batch_of(rows_per_node, pad_id):
+def batches_of(rows_per_node, pad_id):
+    """The training batch of these rows in the old layout (each row its own copy of its
+    prompt's keys) and the shared one."""
     updates = [SimpleNamespace(data=SimpleNamespace(rows=rows)) for rows in rows_per_node]
-    return _PromptSharingBatch.of(updates, pad_id, torch.device("cpu"))
+    cpu = torch.device("cpu")
+    return _CopiedPromptBatch.of(updates, pad_id, cpu), _SharedPromptBatch.of(updates, pad_id, cpu)
 
 
-def logprobs_and_gradients(models, batch, share_prompts):
+def logprobs_and_gradients(models, batch, targets, mask):
     """Each row's completion log-probs (zero past its end) and the gradient of their sum
     weighted by a fixed pattern, for every parameter of every model."""
     for model in models:
         model.zero_grad(set_to_none=True)
-    logits = batch.completion_logits(stack_weights(models), models[0].config, share_prompts)
-    logp = token_logprobs(logits.flatten(0, 1), batch.completion_ids.flatten(0, 1))
-    logp = logp.reshape(batch.completion_ids.shape) * batch.completion_mask
+    logits = batch.completion_logits(stack_weights(models), models[0].config)
+    logp = token_logprobs(logits.flatten(0, 1), targets.flatten(0, 1))
+    logp = logp.reshape(targets.shape) * mask
     weight = torch.linspace(-1.0, 2.0, logp.numel()).reshape(logp.shape)
     (logp * weight).sum().backward()
     grads = [[p.grad.clone() for p in model.parameters()] for model in models]
@@ -72,10 +79,10 @@ def test_learning_logprobs_and_gradients_equal_the_copied_prompt_path(tok, make_
     else:  # the tiny learner's own shape (agents.tiny), tied embeddings
         tokenizer = tiny_tokenizer()
         models = [tiny_model(tokenizer, TinyModelConfig(), seed=s) for s in range(2)]
-    batch = batch_of(prompts_and_rows(tokenizer), tokenizer.pad_token_id)
-    assert batch.slot_ids.shape[1:3] == (2, 3)  # 2 prompts, at most 3 rows of one prompt
-    old_logp, old_grads = logprobs_and_gradients(models, batch, share_prompts=False)
-    new_logp, new_grads = logprobs_and_gradients(models, batch, share_prompts=True)
+    copied, shared = batches_of(prompts_and_rows(tokenizer), tokenizer.pad_token_id)
+    targets, mask = copied.completion_ids, copied.completion_mask
+    old_logp, old_grads = logprobs_and_gradients(models, copied, targets, mask)
+    new_logp, new_grads = logprobs_and_gradients(models, shared, targets, mask)
     assert old_logp.abs().sum() > 0
     torch.testing.assert_close(new_logp, old_logp, rtol=1e-5, atol=1e-5)
     for old, new in zip(old_grads, new_grads):
@@ -84,13 +91,39 @@ def test_learning_logprobs_and_gradients_equal_the_copied_prompt_path(tok, make_
             torch.testing.assert_close(g_new, g_old, rtol=1e-5, atol=1e-5 * scale)
 
 
+def test_a_prompt_with_more_rows_than_the_others_takes_several_places(tok):
+    """The same question in two groups gives one prompt twice the rows of the others: it is
+    forwarded twice rather than every prompt's slots made twice as wide."""
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    def group(question, count):
+        return [Row(ids(question), ids(f"{k}ab{k}"), 1.0) for k in range(count)]
+
+    node_0 = (group("What is 13 + 4?", 6) + group("What is 2 + 24?", 3)
+              + group("What is 9 - 16?", 3) + group("What is 71 * 3?", 3))
+    node_1 = group("Spell abc backward", 3)
+    copied, shared = batches_of([node_0, node_1], tok.pad_token_id)
+    assert copied.prompt_ids.shape[1] == 4  # distinct prompts, forwarded once each
+    assert shared.prompt_ids.shape[1] == 5 and shared.slot_ids.shape[2] == 3
+    models = [tiny_llama(tok, seed=s) for s in range(2)]
+    targets, mask = copied.completion_ids, copied.completion_mask
+    old_logp, old_grads = logprobs_and_gradients(models, copied, targets, mask)
+    new_logp, new_grads = logprobs_and_gradients(models, shared, targets, mask)
+    torch.testing.assert_close(new_logp, old_logp, rtol=1e-5, atol=1e-5)
+    for old, new in zip(old_grads, new_grads):
+        for g_old, g_new in zip(old, new):
+            torch.testing.assert_close(g_new, g_old, rtol=1e-5,
+                                       atol=1e-5 * g_old.abs().max().item())
+
+
 def test_one_token_completions_need_no_second_pass(tok):
     rows = [[Row([5, 6, 7], [9], 1.0), Row([5, 6, 7], [10], -1.0)]]
-    batch = batch_of(rows, tok.pad_token_id)
+    copied, shared = batches_of(rows, tok.pad_token_id)
     models = [tiny_llama(tok)]
     with torch.no_grad():
-        old = batch.completion_logits(stack_weights(models), models[0].config, False)
-        new = batch.completion_logits(stack_weights(models), models[0].config, True)
+        old = copied.completion_logits(stack_weights(models), models[0].config)
+        new = shared.completion_logits(stack_weights(models), models[0].config)
     assert new.shape == (1, 2, 1, len(tok))
     torch.testing.assert_close(new, old)
 

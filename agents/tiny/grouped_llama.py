@@ -16,6 +16,12 @@ padded query position gets finite garbage (never NaN) that callers ignore.
 A key/value cache (:class:`GroupedCache`) serves generation: the prompt pass fills it, and each
 later call appends one token per row (in place, once the cache has room for them).
 
+Many rows continue one prompt (a group's completions; in learning, the rows trained on a
+question). :func:`grouped_prefix_forward` runs such rows against the prompts' cache, each
+prompt's keys and values read once by all its rows instead of copied to each
+(:meth:`GroupedCache.select_rows`), with a :class:`RowCache` of the rows' own keys for
+generation; its logits equal the copied cache's to float rounding (tested).
+
 Example::
 
     weights = stack_weights(models)          # N LlamaForCausalLM of one config
