@@ -319,7 +319,7 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     assert run["learn_grad_norm"].shape == run["learn_groups"].shape == (2, 2)
     text = (tmp_path / "out" / "results.md").read_text()
     assert "tiny transformer specialists" in text
-    assert "## Per seed" in text and "## What the specialists knew" in text
+    assert "## Per seed" in text and "## What each kind of node knew" in text
     assert "basic_arithmetic nodes on spell_backward" in text
     assert "## The GRPO steps" in text and "| 4/4 | " in text.split("## The GRPO steps")[1]
 
@@ -365,6 +365,8 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
     assert batch["4/4"][0] == pytest.approx(np.nanmean(run["batch_rewards"], axis=1).sum())
     text = (tmp_path / "out" / "results.md").read_text()
     assert "| batch ratio |" in text and "all nodes on basic_arithmetic" in text
+    assert "nodes from a common base per seed (warm-start target 0.99, off-policy " \
+        "correction ftis)" in text
     assert "minus 8/0 filtered, per seed" in text
     assert "## Per seed, reward of the trained batch" in text
 

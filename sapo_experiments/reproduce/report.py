@@ -135,7 +135,7 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
     tiny = config.tiny
     autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
     learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
-               "tiny": f"tiny transformer specialists ({' / '.join(tiny.specialties)}, "
+               "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tiny.specialties)}, "
                        f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
         config.learner if isinstance(config.learner, str) else "",
         f"agents of {describe(config.agent_factory())}")
@@ -170,6 +170,17 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
             f"| {format_value(r.held_out, None, 3)} |")
     lines += ["", verdict(rows, config)]
     return "\n".join(lines) + "\n"
+
+
+def tiny_kind(tiny: Any) -> str:
+    """What a swarm of tiny learners is, in words."""
+    if not tiny.common_base:
+        return "specialists"
+    widths = " / ".join(str(h) for h in tiny.hidden_sizes)
+    return (f"nodes from a common base per seed (warm-start target {tiny.target_accuracy:g}"
+            + (f", widths {widths}" if len(tiny.hidden_sizes) > 1 else "")
+            + (f", off-policy correction {tiny.off_policy_correction}"
+               if tiny.off_policy_correction != "none" else "") + ")")
 
 
 def verdict(rows: Sequence[Row], config: ReproduceConfig) -> str:

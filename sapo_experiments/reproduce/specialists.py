@@ -139,7 +139,7 @@ def specialist_markdown(config: ReproduceConfig, runs: dict[str, list[dict[str, 
             "its nodes, summed over rounds; mean ± 95% CI over seeds) and its paired "
             "difference to the same kind at 8/0.\n\n" + kinds_table(config, runs))
         text += (
-            "\n## What the specialists knew\n\nHeld-out pass@1 of each kind of specialist on "
+            "\n## What each kind of node knew\n\nHeld-out pass@1 of each kind of node on "
             "each task before the first round → at the last evaluation ("
             f"{config.held_out_questions} held-out questions; mean ± 95% CI over seeds of the "
             "mean over the nodes of that kind). A specialist's accuracy on the other's task "
