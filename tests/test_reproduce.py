@@ -355,6 +355,10 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
         return torch.cat([p.detach().flatten() for p in agent.model.parameters()])
 
     assert first[0].config.off_policy_correction == "ftis" and first[0].config.share_logprobs
+    assert first[0].joint_actor.share_prompts  # the default; --tiny-copied-prompts: False
+    copied = rp_cli.config_from_args(rp_cli.build_parser().parse_args(
+        ["--learner", "tiny", "--tiny-copied-prompts"]))
+    assert not copied.tiny.share_prompts
     assert torch.equal(weights(first[0]), weights(first[1]))  # one base for a run's nodes
     assert torch.equal(weights(first[0]), weights(again[0]))  # and for seed 0 everywhere
     assert not torch.equal(weights(first[0]), weights(second[0]))

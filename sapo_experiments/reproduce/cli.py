@@ -55,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "sender's log-probs (every node then sends them): none (ratio 1, "
                              "the paper's; default), tis (truncated importance sampling), "
                              "ftis (TIS and F-TIS's filter); see agents.off_policy")
+    parser.add_argument("--tiny-copied-prompts", action="store_true",
+                        help="tiny learner: copy each prompt's keys and values to its "
+                             "completions instead of sharing them (slower; repeats bit for bit "
+                             "the runs in docs/tiny-reproduce/ made before prompt sharing)")
     parser.add_argument("--tiny-max-grad-norm", type=float, default=d.tiny.max_grad_norm,
                         help="tiny learner: gradient-norm clipping, 0 for none (default "
                              f"{d.tiny.max_grad_norm})")
@@ -108,7 +112,8 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
         max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
         common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy,
-        off_policy_correction=args.tiny_off_policy)
+        off_policy_correction=args.tiny_off_policy,
+        share_prompts=not args.tiny_copied_prompts)
     swarm = {}
     for item in args.swarm:
         name, sep, value = item.partition("=")
