@@ -336,7 +336,8 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
     monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
     args = rp_cli.build_parser().parse_args(
         ["--learner", "tiny", "--tiny-common-base", "--tiny-specialties", "basic_arithmetic",
-         "--tiny-target-accuracy", "0.99", "--tiny-off-policy", "ftis", "--experiments", "8/0", "4/4", "8/0 filtered",
+         "--tiny-target-accuracy", "0.99", "--tiny-off-policy", "ftis",
+         "--experiments", "8/0", "4/4", "8/0 filtered",
          "--rounds", "2", "--nodes", "2", "--seeds", "2", "--held-out-every", "2",
          "--held-out-questions", "4", "--jobs", "1", "--no-tensorboard", "--no-plots",
          "--no-progress", "--out", str(tmp_path / "out"), "--swarm", "completions_per_question=2"])

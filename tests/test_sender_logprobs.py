@@ -43,7 +43,8 @@ def test_groups_carry_the_senders_logprobs_to_pool_batch_and_observation_space()
         assert len(group["logprobs"]) == L and len(group["token_ids"]) == L
         assert group["logprobs"][0].dtype == np.float32 and not group["logprobs"][0].flags.writeable
         assert group["logprobs"][0].tolist() == [-0.5, -1.0, -2.0]
-        assert group["token_ids"][0].dtype == np.int32 and group["token_ids"][0].tolist() == [1, 2, 3]
+        assert group["token_ids"][0].dtype == np.int32
+        assert group["token_ids"][0].tolist() == [1, 2, 3]
     # node_1 sent none: its groups have no such keys (None through .get)
     assert all(g.get("logprobs") is None and "token_ids" not in g
                for g in observations["node_0"]["pool"])
