@@ -366,6 +366,7 @@ def test_tiny_common_base_gives_every_node_of_a_seed_one_base_and_each_seed_its_
     result = rp.reproduce(config)
     run = result.runs["4/4"][0]
     assert run["batch_rewards"].shape == run["rewards"].shape == (2, 2)
+    assert run["learn_off_policy_weight_mean"].shape == (2, 2)  # saved: a correction is on
     batch = rp.report.cumulative_rewards(result.runs, "batch_rewards")
     assert batch["4/4"][0] == pytest.approx(np.nanmean(run["batch_rewards"], axis=1).sum())
     text = (tmp_path / "out" / "results.md").read_text()

@@ -26,6 +26,11 @@ from sapo_experiments.sweep import SweepResult, group_runs, run_seconds, run_swe
 
 logger = logging.getLogger(__name__)
 
+OFF_POLICY_METRICS = ("off_policy_groups", "off_policy_uncorrected_groups",
+                      "off_policy_weight_mean", "off_policy_truncated_fraction",
+                      "off_policy_filtered")
+"""What an off-policy correction did each round (``agents.grpo_update``), saved when on."""
+
 
 @dataclass(kw_only=True)
 class ReproduceResult(SweepResult):
@@ -146,6 +151,10 @@ def compute(spec: RunSpec) -> RunFile:
     if c.learner in ("tiny", "grpo"):  # the GRPO step's mechanics: signal, drift, clipping
         for key in ("grad_norm", "clip_fraction", "groups", "tokens"):
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
+        for key in OFF_POLICY_METRICS:  # only with an off-policy correction on
+            values = metrics.learn_metric(history, key)
+            if not np.isnan(values).all():
+                arrays[f"learn_{key}"] = values
     meta = {"key": spec.key(), "experiment": e.label, "seed_index": spec.seed_index,
             "env_seed": env_seed, "seconds": clock.seconds, "agents": list(history.agents)}
     return RunFile(spec.path, meta, arrays, remove=(f"{spec.name}.*.ckpt*",))
