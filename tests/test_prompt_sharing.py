@@ -18,17 +18,14 @@ from tiny_lm import tiny_llama  # noqa: E402
 from agents.encoding import Row  # noqa: E402
 from agents.loss import token_logprobs  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
-from agents.tiny.batched import (  # noqa: E402
-    _CopiedPromptBatch,
-    _SharedPromptBatch,
-    batched_swarm,
-)
+from agents.tiny.batched import batched_swarm  # noqa: E402
 from agents.tiny.grouped_llama import (  # noqa: E402
     RowCache,
     grouped_forward,
     grouped_prefix_forward,
     stack_weights,
 )
+from agents.tiny.learn_batches import CopiedPromptBatch, SharedPromptBatch  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -54,7 +51,7 @@ def batches_of(rows_per_node, pad_id):
     prompt's keys) and the shared one."""
     updates = [SimpleNamespace(data=SimpleNamespace(rows=rows)) for rows in rows_per_node]
     cpu = torch.device("cpu")
-    return _CopiedPromptBatch.of(updates, pad_id, cpu), _SharedPromptBatch.of(updates, pad_id, cpu)
+    return CopiedPromptBatch.of(updates, pad_id, cpu), SharedPromptBatch.of(updates, pad_id, cpu)
 
 
 def logprobs_and_gradients(models, batch, targets, mask):
