@@ -205,13 +205,14 @@ class TinyLearners:
         every = [SPECIALIST_TASKS[s] for s in self.specialties]
         settings = {"eval_tasks": every, "target_accuracy": self.target_accuracy,
                     "max_steps": self.warm_start_steps, "max_new_tokens": self.max_new_tokens}
+        # at 128 this is TinyModelConfig()'s default shape
+        models = [TinyModelConfig(hidden_size=h, num_heads=h // 32, num_kv_heads=h // 32,
+                                  intermediate_size=3 * h) for h in self.hidden_sizes]
         if self.common_base:
-            # at 128 this is TinyModelConfig()'s default shape
-            models = [TinyModelConfig(hidden_size=h, num_heads=h // 32, num_kv_heads=h // 32,
-                                      intermediate_size=3 * h) for h in self.hidden_sizes]
             return [WarmStartConfig(tasks=every, seed=base_seed(s), model=m, **settings)
                     for s in seeds for m in models]
-        return [WarmStartConfig(tasks=[task], **settings) for task in every]
+        # specialists have one width (checked on construction)
+        return [WarmStartConfig(tasks=[task], model=models[0], **settings) for task in every]
 
     def warm_starts(self, jobs: int = 1, seeds: Sequence[np.random.SeedSequence] = ()
                     ) -> list[Path]:
