@@ -132,28 +132,6 @@ class TinyLearners:
     and genrl's), ``"tis"`` or ``"ftis"`` (weights against the sender's log-probs, which
     every node then sends: ``share_logprobs``); see ``agents.off_policy``."""
 
-    def __post_init__(self) -> None:
-        if self.off_policy_correction not in CORRECTIONS:
-            raise ValueError(f"off_policy_correction must be one of {CORRECTIONS}, "
-                             f"got {self.off_policy_correction!r}")
-        sizes = self.hidden_sizes
-        if (not isinstance(sizes, (tuple, list)) or not sizes
-                or any(isinstance(h, bool) or not isinstance(h, int) or h < 32 or h % 32
-                       for h in sizes) or len(set(sizes)) != len(sizes)):
-            raise ValueError(f"hidden_sizes must be distinct multiples of 32, got {sizes!r}")
-        if len(sizes) > 1 and not self.common_base:
-            raise ValueError(f"hidden_sizes {tuple(sizes)} mixes widths, which needs "
-                             f"common_base=True (specialists of mixed widths would confound "
-                             f"task and width)")
-        object.__setattr__(self, "hidden_sizes", tuple(sizes))
-
-    def node_kinds(self, n: int) -> list[str]:
-        """What each of ``n`` nodes is, for reports: its specialty, its width, or "all"."""
-        if len(self.hidden_sizes) > 1:
-            return [f"width {self.hidden_sizes[i % len(self.hidden_sizes)]}" for i in range(n)]
-        if self.common_base:
-            return ["all"] * n
-        return [self.specialties[i % len(self.specialties)] for i in range(n)]
     warm_start_steps: int = 600
     """Most supervised steps of a warm start."""
     batched: bool = True
@@ -176,6 +154,29 @@ class TinyLearners:
     float32: 1.7x faster a run on this project's CPUs (BENCHMARKS.md, "The main job"), but
     rounded otherwise than the float32 runs in docs/tiny-reproduce/, so not the same runs.
     The warm starts are float32 whatever this says."""
+
+    def __post_init__(self) -> None:
+        if self.off_policy_correction not in CORRECTIONS:
+            raise ValueError(f"off_policy_correction must be one of {CORRECTIONS}, "
+                             f"got {self.off_policy_correction!r}")
+        sizes = self.hidden_sizes
+        if (not isinstance(sizes, (tuple, list)) or not sizes
+                or any(isinstance(h, bool) or not isinstance(h, int) or h < 32 or h % 32
+                       for h in sizes) or len(set(sizes)) != len(sizes)):
+            raise ValueError(f"hidden_sizes must be distinct multiples of 32, got {sizes!r}")
+        if len(sizes) > 1 and not self.common_base:
+            raise ValueError(f"hidden_sizes {tuple(sizes)} mixes widths, which needs "
+                             f"common_base=True (specialists of mixed widths would confound "
+                             f"task and width)")
+        object.__setattr__(self, "hidden_sizes", tuple(sizes))
+
+    def node_kinds(self, n: int) -> list[str]:
+        """What each of ``n`` nodes is, for reports: its specialty, its width, or "all"."""
+        if len(self.hidden_sizes) > 1:
+            return [f"width {self.hidden_sizes[i % len(self.hidden_sizes)]}" for i in range(n)]
+        if self.common_base:
+            return ["all"] * n
+        return [self.specialties[i % len(self.specialties)] for i in range(n)]
 
     def compute_dtype(self) -> str:
         """``dtype`` resolved for this machine: ``"fast"`` becomes ``"bfloat16"`` or

@@ -254,6 +254,17 @@ def scripted_nodes(names, num_external, seed):
             for s in seed.spawn(len(names))]
 
 
+def test_tiny_hidden_sizes_reach_the_learners_and_mixed_widths_need_a_common_base():
+    parse = rp_cli.build_parser().parse_args
+    assert rp_cli.config_from_args(parse([])).tiny.hidden_sizes == (128,)
+    mixed = parse(["--learner", "tiny", "--tiny-common-base", "--tiny-hidden-sizes", "64", "256"])
+    tiny = rp_cli.config_from_args(mixed).tiny
+    assert tiny.hidden_sizes == (64, 256)
+    assert tiny.node_kinds(4) == ["width 64", "width 256", "width 64", "width 256"]
+    with pytest.raises(ValueError, match="needs common_base"):
+        rp_cli.config_from_args(parse(["--tiny-hidden-sizes", "64", "256"]))
+
+
 def test_a_users_own_agents_run_through_the_sweep(tmp_path):
     args = rp_cli.build_parser().parse_args(
         ["--learner", "test_reproduce:scripted_nodes", "--experiments", "8/0", "2/6",

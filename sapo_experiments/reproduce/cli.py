@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="tiny learner: the warm start stops at this held-out accuracy "
                              f"(default {d.tiny.target_accuracy}); low, with a common base, "
                              "gives the sparse-signal regime")
+    parser.add_argument("--tiny-hidden-sizes", type=int, nargs="+",
+                        default=list(d.tiny.hidden_sizes), metavar="WIDTH",
+                        help="tiny learner: model widths, dealt round-robin over the nodes "
+                             "(default " + " ".join(map(str, d.tiny.hidden_sizes)) + "); "
+                             "two or more mix capacities in one swarm and need "
+                             "--tiny-common-base (each width has its own base)")
     parser.add_argument("--tiny-off-policy", choices=("none", "tis", "ftis"),
                         default=d.tiny.off_policy_correction,
                         help="tiny learner: correction of external groups against their "
@@ -112,6 +118,7 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
         max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
         common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy,
+        hidden_sizes=tuple(args.tiny_hidden_sizes),
         off_policy_correction=args.tiny_off_policy,
         share_prompts=not args.tiny_copied_prompts)
     swarm = {}
