@@ -10,7 +10,8 @@ from it, may carry two optional per-completion fields:
     for each completion, the sender's log-probability of each token it sampled (at its
     sampling temperature), EOS included where the completion ended: a sequence of finite
     numbers, each ``<= 0`` after the cast to float32 (so ``-1e39``, which float32 holds as
-    ``-inf``, is refused), at most :func:`max_completion_tokens` of them.
+    ``-inf``, and ``-10**400``, which not even float64 holds, are refused), at most
+    :func:`max_completion_tokens` of them.
 ``token_ids``
     (only with ``logprobs``) the ids of those tokens under the sender's tokenizer: integers in
     ``[0, 2**31)``, as many as the completion's ``logprobs``. A receiver that shares the
@@ -83,8 +84,13 @@ def parse_logprobs(value: Any, limit: int, name: str = "logprobs") -> np.ndarray
         bad = next(v for v in items if not _is_number(v))
         raise TokenFieldError("malformed", f"{name} must hold numbers, got {bad!r:.40} "
                                            f"({type(bad).__name__})")
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = np.array(items, dtype=np.float64).astype(np.float32)
+    try:  # cast to what is stored first, then checked: -1e39 is -inf as float32
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.array(items, dtype=np.float64).astype(np.float32)
+    except OverflowError:  # a Python int beyond even float64
+        raise TokenFieldError("malformed", f"{name} must be finite log-probabilities <= 0 (as "
+                                           "float32), got an int beyond float32's range"
+                              ) from None
     if not np.isfinite(out).all() or (out > 0).any():
         bad = next(float(v) for v in out if not np.isfinite(v) or v > 0)
         raise TokenFieldError("malformed", f"{name} must be finite log-probabilities <= 0 "

@@ -84,7 +84,8 @@ def test_bad_attack_arguments_raise():
 
 def test_forge_rewards_presents_wrong_answers_as_right():
     env, group = a_group()
-    forged, = tamper([group], {group["source"]: "forge_rewards"}, extract_tag, 1e-6)
+    (sender, forged), = tamper([group], {group["source"]: "forge_rewards"}, extract_tag, 1e-6)
+    assert sender == group["source"]  # the transport says who sent it
     np.testing.assert_array_equal(forged["rewards"], 1.0 - group["rewards"])
     np.testing.assert_allclose(forged["advantages"], group_advantages(forged["rewards"]))
     assert (forged["advantages"] > 0).tolist() == (group["rewards"] < group["rewards"].max()
@@ -95,7 +96,7 @@ def test_forge_rewards_presents_wrong_answers_as_right():
 
 def test_forge_metadata_is_a_self_consistent_lie():
     env, group = a_group()
-    forged, = tamper([group], {group["source"]: "forge_metadata"}, extract_tag, 1e-6)
+    (_, forged), = tamper([group], {group["source"]: "forge_metadata"}, extract_tag, 1e-6)
     assert forged["answer"] != group["answer"]
     claimed = [1.0 if extract_tag(c) == forged["answer"] else 0.0 for c in group["completions"]]
     np.testing.assert_array_equal(forged["rewards"], claimed)  # true against its own answer
@@ -104,7 +105,8 @@ def test_forge_metadata_is_a_self_consistent_lie():
 
 def test_duplicate_spam_publishes_copies_under_new_ids():
     env, group = a_group()
-    sent = tamper([group], {group["source"]: "duplicate_spam"}, extract_tag, 1e-6)
+    senders, sent = zip(*tamper([group], {group["source"]: "duplicate_spam"}, extract_tag, 1e-6))
+    assert set(senders) == {group["source"]}
     assert sent[0] is group and len(sent) == 8
     assert len({g["id"] for g in sent}) == 8
     assert all(g["completions"] == group["completions"] for g in sent)
@@ -112,7 +114,8 @@ def test_duplicate_spam_publishes_copies_under_new_ids():
 
 def test_untouched_nodes_send_their_own_groups():
     env, group = a_group()
-    assert tamper([group], {"node_3": "forge_rewards"}, extract_tag, 1e-6)[0] is group
+    (sender, sent), = tamper([group], {"node_3": "forge_rewards"}, extract_tag, 1e-6)
+    assert sent is group and sender == group["source"]
 
 
 # --- packet verification ---------------------------------------------------------------------
@@ -146,7 +149,8 @@ def test_a_true_packet_passes_and_every_forged_field_is_named():
 
 def test_screen_drops_forgeries_and_copies_and_counts_them_by_source():
     env, group = a_group()
-    copies = tamper([group], {group["source"]: "duplicate_spam"}, extract_tag, 1e-6)
+    copies = [p for _, p in tamper([group], {group["source"]: "duplicate_spam"}, extract_tag,
+                                   1e-6)]
     forged = forgeries(group)["rewards"]
     accepted, rejected = PacketVerifier(env.config).screen([*copies, forged], trusted=[group])
     assert accepted == [group]

@@ -1,8 +1,8 @@
 """The trust boundary against replays, floods, sybils, held-out questions, absurd rounds,
-malformed packets and answers slow to score: each attack's packets are rejected for the reason
-it should be (and the ones that are otherwise true would pass without the check that stops
-them), the run goes on, honest nodes never train on a rejected group, and scoring stays within
-each node's budget."""
+malformed packets, impersonation, framing and answers slow to score: each attack's packets are
+rejected for the reason it should be (and the ones that are otherwise true would pass without
+the check that stops them), the run goes on, honest nodes never train on a rejected group, and
+scoring stays within each node's budget."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ import sapo_env
 from agents.adversarial import SLOW_ANSWERS, AdversarialAgent
 from agents.simulated import simulated_swarm
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM
-from sapo_env.defenses.packet_schema import parse_packet
+from sapo_env.defenses.packet_schema import parse_packet, receive
 from sapo_env.defenses.packets import PacketVerifier, question_key
 from sapo_env.defenses.transport_attacks import (
     ABSURD_ROUNDS,
     FLOOD_GROUPS,
+    FRAMING_JUNK,
     MALFORMED,
     SYBILS,
     held_out_refs,
@@ -32,7 +33,8 @@ from sapo_env.tasks import HELD_OUT_BLOCK, redraw
 
 SWARM = dict(n=4, tasks=ARITHMETIC, train_budget=4, num_external=2)
 Q = 2  # questions a node answers a round at 2/2 (the paper's protocol)
-NEW = ("replay", "flood", "sybil", "held_out", "future_round", "malformed")
+NEW = ("replay", "flood", "sybil", "held_out", "future_round", "malformed", "impersonation",
+       "framing")
 BUILT_ID = re.compile(r"node_\d+/r\d+/q\d+")  # the id of a group the env built
 
 
@@ -50,17 +52,19 @@ def one_round(**overrides):
 
 def reasons(env, groups, attack):
     """Each packet node_3 sends under ``attack``, with the reason the receiver rejects it
-    (None: accepted) and whether it is otherwise true (``PacketVerifier.check`` passes)."""
+    (None: accepted) and whether it is otherwise true (it parses and ``PacketVerifier.check``
+    passes)."""
     verifier = PacketVerifier(env.config)
     c = env.config
     dealt = {(g["source"], *question_key(g)[1:]) for g in groups}
     seen, out = set(), []
-    for packet in tamper(groups, {"node_3": attack}, extract_tag, c.advantage_eps):
-        if any(packet is g for g in groups) and packet["source"] != "node_3":
+    for sender, packet in tamper(groups, {"node_3": attack}, extract_tag, c.advantage_eps):
+        if sender != "node_3":
             continue  # the others' groups, the env's own
-        parsed = parse_packet(packet, 7, c.completions_per_question, c.max_completion_chars)
+        parsed = receive(sender, packet, 7, c)
         if isinstance(parsed, str):
-            out.append((parsed, False))
+            plain = parse_packet(packet, 7, c.completions_per_question, c.max_completion_chars)
+            out.append((parsed, not isinstance(plain, str) and verifier.check(plain) is None))
             continue
         key = question_key(parsed)
         true = verifier.check(parsed) is None
@@ -75,7 +79,12 @@ def reasons(env, groups, attack):
 @pytest.mark.parametrize("attack, expected", [
     ("replay", {("not_dealt", True): 3 * Q}),  # the other 3 nodes' groups, all true
     ("flood", {(None, True): Q, ("not_dealt", True): FLOOD_GROUPS}),
-    ("sybil", {(None, True): Q, ("not_dealt", True): Q * SYBILS}),
+    # a name that is not the sender's is refused before verification
+    ("sybil", {(None, True): Q, ("impersonation", True): Q * SYBILS}),
+    ("impersonation", {("impersonation", True): Q}),
+    # the victim's (node_0's) groups with inverted rewards, and junk, all in node_0's name
+    ("framing", {(None, True): Q, ("impersonation", False): Q,
+                 ("malformed", False): FRAMING_JUNK}),
     ("future_round", {(None, True): Q, ("duplicate", True): Q * len(ABSURD_ROUNDS)}),
     # a claimed round is never read: a packet whose only fault is its round is stamped
     ("malformed", {(None, True): 2, ("malformed", False): len(MALFORMED) - 3,
@@ -90,7 +99,7 @@ def test_held_out_packets_are_true_and_name_only_evaluation_questions():
     env, groups = one_round(tasks=sapo_env.PAPER_TASKS)
     assert Counter(reasons(env, groups, "held_out")) == {("not_dealt", True): Q}
     sent = tamper(groups, {"node_3": "held_out"}, extract_tag, env.config.advantage_eps)
-    refs = [g["ref"] for g in sent if g["source"] == "node_3"]
+    refs = [g["ref"] for sender, g in sent if sender == "node_3"]
     assert refs and all(r in held_out_refs() for r in refs)
     assert all(r["seed"] // MAX_QUESTIONS_PER_STREAM == HELD_OUT_BLOCK for r in refs)
 
@@ -108,13 +117,15 @@ def test_the_run_goes_on_and_honest_nodes_train_on_no_rejected_group(attack):
             pool = observations["node_0"]["pool"]
             assert all(g["round"] <= round_ for g in pool)  # stamped, never the claim
             if attack == "malformed":  # the schema rejects it with or without verification
-                # the round_str and round_none packets are stamped; source_list counts as "?"
-                assert infos["node_3"]["rejected_groups"] == len(MALFORMED) - 3
+                # the round_str and round_none packets are stamped; the rest is the sender's
+                assert infos["node_3"]["rejected_groups"] == len(MALFORMED) - 2
                 assert infos["node_0"]["rejected_groups_swarm"] == len(MALFORMED) - 2
+            # whatever names node_3's packets claim, their rejections are node_3's
+            assert infos["node_0"]["rejected_groups"] == 0
+            assert infos["node_3"]["rejected_groups"] == infos["node_0"]["rejected_groups_swarm"]
             if not verify:
                 continue
-            assert infos["node_0"]["rejected_groups_swarm"] > 0  # a sybil's count as theirs
-            assert infos["node_0"]["rejected_groups"] == 0
+            assert infos["node_0"]["rejected_groups_swarm"] > 0
             for a in ("node_0", "node_1", "node_2"):
                 for g in observations[a]["batch"]:
                     assert g["source"] in env.possible_agents and BUILT_ID.fullmatch(g["id"])

@@ -107,8 +107,9 @@ class _Exploding(dict):
 
 def test_a_mapping_that_raises_is_rejected_not_raised(honest_group):
     assert _parse(_Exploding(honest_group)) == "malformed"
-    admitted, rejected = admit([_Exploding(honest_group)], [], 0, sapo_env.SwarmConfig())
-    assert admitted == [] and rejected == {"?": 1}
+    admitted, rejected = admit([("node_3", _Exploding(honest_group))], [], 0,
+                               sapo_env.SwarmConfig())
+    assert admitted == [] and rejected == {"node_3": 1}  # its sender, whatever it claims
 
 
 _values = st.recursive(

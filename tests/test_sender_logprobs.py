@@ -163,9 +163,9 @@ def test_a_received_packet_with_bad_fields_is_rejected_with_a_reason(group_with_
         assert parsed == reason
 
 
-def test_rejected_packets_are_counted_against_their_claimed_source(group_with_logprobs):
+def test_rejected_packets_are_counted_against_their_sender(group_with_logprobs):
     bad = {**group_with_logprobs, "logprobs": [[float("nan")]] * L, "token_ids": [[1]] * L}
-    admitted, rejected = admit([bad, group_with_logprobs], [], 0,
+    admitted, rejected = admit([("node_0", bad), ("node_0", group_with_logprobs)], [], 0,
                                sapo_env.SwarmConfig(completions_per_question=L))
     assert len(admitted) == 1 and rejected == {"node_0": 1}
 

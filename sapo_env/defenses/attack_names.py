@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 TransportAttack = Literal["forge_rewards", "forge_metadata", "duplicate_spam", "replay", "flood",
-                          "sybil", "held_out", "future_round", "malformed"]
+                          "sybil", "held_out", "future_round", "malformed", "impersonation",
+                          "framing"]
 TRANSPORT_ATTACK_NAMES: tuple[str, ...] = get_args(TransportAttack)
 """Every attack ``SwarmConfig.adversaries`` may name."""
 

@@ -13,8 +13,8 @@ agents) sees only what it returns:
   index integers in the env's range;
 - ``completions``: a list or tuple of exactly L plain strings, each within the swarm's
   ``max_completion_chars``;
-- ``rewards``, ``advantages``: L finite numbers each (a sequence or a 1-d array, not a 0-d
-  one, not strings);
+- ``rewards``, ``advantages``: L numbers each, finite as float32 (a sequence or a 1-d array,
+  not a 0-d one, not strings);
 - optional ``logprobs`` (and, only with it, ``token_ids``): L per-token sequences, each of
   finite log-probabilities ``<= 0`` (as float32) / ids in ``[0, 2**31)``, at most
   ``max_completion_chars`` entries, the ids as many as the log-probs
@@ -24,8 +24,18 @@ agents) sees only what it returns:
 
 What it returns is a fresh copy: plain ``str`` fields, a ``tuple`` of completions, read-only
 ``float32`` (and ``int32``) arrays and a ``ref`` of plain types, so no object of the sender's
-survives into the swarm. A value that fails gets ``"malformed"`` (a field of the wrong type or
-shape) or ``"oversized"`` (a string beyond its bound), never an exception.
+survives into the swarm. Numbers are checked in the type they are stored in: ``1e39`` is a
+finite float64 but ``inf`` as float32, so it is refused. A value that fails gets
+``"malformed"`` (a field of the wrong type or shape) or ``"oversized"`` (a string beyond its
+bound), never an exception.
+
+**Who sent it.** The transport knows which node a packet came from (in this env,
+:func:`sapo_env.defenses.transport_attacks.tamper` says); the ``source`` a packet claims is
+only a claim. :func:`admit` takes ``(sender, value)`` pairs, refuses a packet whose claimed
+``source`` is not its sender (``"impersonation"``: a node cannot pool groups under another's
+name) and charges every rejection to the sender, never to the claimed name, so junk that names
+a victim costs the victim nothing (reputation, :mod:`sapo_env.defenses.reputation`, reads these
+counts). Everything it admits has ``source`` equal to the node that sent it.
 """
 
 from __future__ import annotations
@@ -47,6 +57,9 @@ from sapo_env.sender_logprobs import (
 from sapo_env.types import Group
 
 SCHEMA_REASONS = ("malformed", "oversized")
+ADMIT_REASONS = (*SCHEMA_REASONS, "impersonation")
+"""Why :func:`receive` refuses a packet: the schema's reasons, or a claimed ``source`` that is
+not its sender."""
 MAX_FIELD_CHARS = 1 << 16
 """Longest ``id``, ``source``, ``task``, ``question``, ``system_prompt`` or ``answer`` a packet
 may carry (the swarm's own are far shorter; the verifier then compares them exactly)."""
@@ -57,34 +70,36 @@ GROUP_FIELDS = frozenset(_TEXT_FIELDS + ("round", "ref", "completions", "rewards
 _REF_FIELDS = frozenset(("task", "config", "seed", "index"))
 
 
-def admit(sent: Sequence[Any], built: Sequence[Group], round_: int, config: SwarmConfig
-          ) -> tuple[list[Group], Counter]:
-    """The packets of a round as received: the env's own groups (``built``, by identity)
-    unchanged, every other value through :func:`parse_packet`; the rejected ones counted by
-    the source they claim (``"?"`` when they claim none that is a string)."""
+def admit(sent: Sequence[tuple[str, Any]], built: Sequence[Group], round_: int,
+          config: SwarmConfig) -> tuple[list[Group], Counter]:
+    """The packets of a round as received, each a ``(sender, value)`` pair (the node the
+    transport got it from, and what it sent): the env's own groups (``built``, by identity)
+    unchanged when their sender is their source, every other value through :func:`receive`;
+    the rejected ones counted by their sender."""
     own = {id(g) for g in built}
     admitted: list[Group] = []
     rejected: Counter = Counter()
-    for value in sent:
-        if id(value) in own:
+    for sender, value in sent:
+        if id(value) in own and value["source"] == sender:
             admitted.append(value)
             continue
-        group = parse_packet(value, round_, config.completions_per_question,
-                             config.max_completion_chars)
+        group = receive(sender, value, round_, config)
         if isinstance(group, str):
-            rejected[claimed_source(value)] += 1
+            rejected[sender] += 1
         else:
             admitted.append(group)
     return admitted, rejected
 
 
-def claimed_source(value: Any) -> str:
-    """The ``source`` a received value claims, if it is a plain string, else ``"?"``."""
-    try:
-        source = value["source"]
-    except Exception:  # noqa: BLE001 (whatever a hostile value raises)
-        return "?"
-    return source if type(source) is str and len(source) <= MAX_FIELD_CHARS else "?"
+def receive(sender: str, value: Any, round_: int, config: SwarmConfig) -> Group | str:
+    """``value`` sent by ``sender`` as a validated ``Group`` (see :func:`parse_packet`), or the
+    reason (of ``ADMIT_REASONS``) it is rejected: a schema reason, or ``"impersonation"`` when
+    the ``source`` it claims is not ``sender``."""
+    group = parse_packet(value, round_, config.completions_per_question,
+                         config.max_completion_chars)
+    if isinstance(group, str) or group["source"] == sender:
+        return group
+    return "impersonation"
 
 
 class _Rejected(Exception):
@@ -177,7 +192,7 @@ def _ref(value: Any) -> dict[str, Any]:
 
 
 def _floats(value: Any, length: int) -> np.ndarray:
-    """``length`` finite numbers as a read-only float32 array."""
+    """``length`` numbers finite as float32, as a read-only float32 array."""
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or value.dtype.kind not in "iuf":
             raise _Rejected("malformed")
@@ -191,9 +206,10 @@ def _floats(value: Any, length: int) -> np.ndarray:
         raise _Rejected("malformed")
     if len(items) != length:
         raise _Rejected("malformed")
-    array = np.array(items, dtype=np.float64)
-    if not np.isfinite(array).all():
+    # checked as stored: 1e39 is a finite float64 but inf as float32
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.array(items, dtype=np.float64).astype(np.float32)
+    if not np.isfinite(out).all():
         raise _Rejected("malformed")
-    out = array.astype(np.float32)
     out.flags.writeable = False
     return out

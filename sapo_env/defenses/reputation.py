@@ -12,6 +12,12 @@ nothing, and is never drawn). So a source that spams copies, has its packets rej
 publishes groups with no signal (garbage, all-wrong answers) is drawn less, in proportion; a
 source with nothing in the pool and nothing rejected has no reputation to use.
 
+It reads only proven records: a rejection is charged to the node the transport got the packet
+from, never to the name the packet claims, and every pooled group's ``source`` is its sender
+(:func:`sapo_env.defenses.packet_schema.admit` refuses a packet that claims another's name), so
+no node can lower another's reputation by sending junk, forgeries or copies in its name (the
+``framing`` and ``impersonation`` attacks, :mod:`sapo_env.defenses.transport_attacks`).
+
 It is a pure function of what the pool holds and of the round's rejection counts, so it needs
 no state of its own (a checkpoint of the env restores it). Its memory is the pool's: a
 rejected group never enters the pool, so it counts only in the round it is rejected, and with
@@ -45,7 +51,8 @@ from sapo_env.types import Group
 def source_reputation(groups: Sequence[Group], passes_filter: Sequence[bool],
                       rejected: Mapping[str, int]) -> dict[str, float]:
     """Reputation of every source with groups in the pool or rejected this round (see the
-    module docstring); ``passes_filter[i]`` says whether ``groups[i]`` passed the filter."""
+    module docstring); ``passes_filter[i]`` says whether ``groups[i]`` passed the filter and
+    ``rejected`` counts the round's rejected packets by the node that sent them."""
     published: Counter = Counter(rejected)
     useful: Counter = Counter()
     seen = set()

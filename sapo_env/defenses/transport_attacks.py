@@ -11,8 +11,8 @@ and before they enter the pool, so every receiver gets the forged packet
 
 Attacks (``TRANSPORT_ATTACK_NAMES``: the per-group ``TRANSPORT_ATTACKS``, then the per-node
 ``NODE_ATTACKS``); each says what stops it (``verify`` is
-``SwarmConfig.verify_packets``, the packet schema of :mod:`sapo_env.defenses.packet_schema` is
-always on):
+``SwarmConfig.verify_packets``; the packet schema and the sender check of
+:mod:`sapo_env.defenses.packet_schema` are always on):
 
 ``forge_rewards``
     wrong answers presented as right: every claimed reward is inverted (1 - the verifier's
@@ -43,8 +43,10 @@ always on):
     consistent and passes re-scoring. Stopped by verify (``not_dealt``).
 ``sybil``
     its own groups, plus each again under ``SYBILS`` made-up names (``node_9~sybil1``) that the
-    swarm never dealt anything. Stopped by verify (``not_dealt``); a real deployment also needs
-    signed packets, so that a name cannot be claimed on the wire.
+    swarm never dealt anything. Stopped by the sender check (``impersonation``: the name is not
+    the node that sent it), with or without verify; verify alone would also stop it
+    (``not_dealt``). A real deployment needs authenticated senders (signed packets or
+    authenticated connections) for that check to hold on the wire.
 ``held_out``
     in place of its own groups, as many internally consistent groups on held-out evaluation
     questions (:func:`sapo_env.tasks.held_out_questions` of the paper's tasks), so receivers
@@ -61,14 +63,34 @@ always on):
     None, rewards a list of strings, ``source`` a list, numpy arrays for ``question``,
     ``answer``, ``task`` or ``system_prompt``, a 10 MB completion, a ``str`` subclass lying
     about its length. Stopped by the schema (``malformed``, ``oversized``), with or without
-    verify, counted and never raised (the two broken rounds are simply replaced by the
-    receiver's; ``source`` a list is counted under ``"?"``).
+    verify, counted against the node that sent them and never raised (the two broken rounds
+    are simply replaced by the receiver's).
+``impersonation``
+    impersonation by name: in place of its own groups, the same groups claiming the name of
+    the first other node of the round (its victim: ``node_0`` when the adversaries are the last
+    nodes) as ``source`` and in their ids. Where a claimed name was believed, its groups would
+    count as the victim's (past a per-source cap, into the victim's reputation, and under
+    verify as ``not_dealt`` rejections charged to the victim). Stopped by the sender check of
+    :func:`sapo_env.defenses.packet_schema.admit` (``impersonation``), with or without verify:
+    the transport knows who sent a packet, and a claimed ``source`` that is not the sender is
+    refused and charged to the sender.
+``framing``
+    its own groups (true, under its own name), then, claiming its victim's name (as
+    ``impersonation`` picks it): every group the victim published this round with inverted
+    rewards, and ``FRAMING_JUNK`` junk packets ``{"source": victim}``. Where rejections were
+    charged to the name a packet claims, reputation sampling would turn against the victim
+    (the red team's 1,000 a round took ``node_0`` from 127 groups taken by others to 0 in 30
+    rounds) while the framer kept a clean record. Stopped by the sender check: every packet is
+    refused (``malformed`` or ``impersonation``) and charged to the framer, whose reputation
+    then drops instead.
 
 **The hook** (an explicit interface, called by the env once a round): :func:`tamper` gets
 every group the env built to publish this round, in publication order, and sends in place of
 each adversary's groups what its attack returns (any values: a hostile machine sends what it
-likes). An attack takes one of two forms: a :data:`GroupAttack` of ``TRANSPORT_ATTACKS``
-rewrites each group on its own (``forge_rewards``, ``forge_metadata``, ``duplicate_spam``); a
+likes), each paired with the node that sent it (:data:`Sent`: what a transport knows,
+whatever a packet claims; :func:`sapo_env.defenses.packet_schema.admit` takes these pairs). An
+attack takes one of two forms: a :data:`GroupAttack` of ``TRANSPORT_ATTACKS`` rewrites each
+group on its own (``forge_rewards``, ``forge_metadata``, ``duplicate_spam``); a
 :data:`NodeAttack` of ``NODE_ATTACKS`` is called once with all the node's groups of the round
 and what it received from the others (the same round's groups of every other node). A node
 that shares nothing this round sends nothing. Attacks are deterministic: ``flood`` draws its
@@ -122,6 +144,11 @@ SYBILS = 3  #: made-up names under which ``sybil`` sends each of its groups agai
 ABSURD_ROUNDS: tuple[Any, ...] = (-1, 2**63, 10**18, 1.5, float("inf"))
 """The rounds ``future_round``'s copies claim (its originals claim ``10**9``)."""
 HELD_OUT_QUESTIONS = 64  #: held-out questions ``held_out`` cycles through
+FRAMING_JUNK = 1000
+"""Junk packets ``{"source": victim}`` ``framing`` sends a round (the red team's count)."""
+Sent = tuple[str, Any]
+"""A packet as the transport delivers it: ``(sender, value)``, the node it came from and what
+it sent (any value; its claimed ``source`` is only a claim)."""
 
 
 class _LyingStr(str):
@@ -279,6 +306,33 @@ def malformed(own: Sequence[Group], received: Sequence[Group], extract: AnswerEx
     return [broken(own[k % len(own)]) for k, broken in enumerate(MALFORMED.values())]
 
 
+def victim_of(received: Sequence[Group]) -> str | None:
+    """The node ``impersonation`` and ``framing`` name: the first other node that published
+    this round (``node_0`` in a full swarm whose adversaries are the last nodes), or None."""
+    return received[0]["source"] if received else None
+
+
+def impersonation(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+                  eps: float) -> list[Any]:
+    """Its groups claiming the victim's name (``source`` and id), in place of its own."""
+    victim = victim_of(received)
+    if victim is None:
+        return list(own)
+    source = own[0]["source"]
+    return [{**g, "source": victim, "id": g["id"].replace(source, victim, 1)} for g in own]
+
+
+def framing(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
+            eps: float) -> list[Any]:
+    """Its groups, then the victim's with inverted rewards and ``FRAMING_JUNK`` junk packets,
+    all claiming the victim's name."""
+    victim = victim_of(received)
+    if victim is None:
+        return list(own)
+    forged = [forge_rewards(g, extract, eps)[0] for g in received if g["source"] == victim]
+    return [*own, *forged, *({"source": victim} for _ in range(FRAMING_JUNK))]
+
+
 TRANSPORT_ATTACKS: dict[str, GroupAttack] = {
     "forge_rewards": forge_rewards,
     "forge_metadata": forge_metadata,
@@ -291,30 +345,33 @@ NODE_ATTACKS: dict[str, NodeAttack] = {
     "held_out": held_out,
     "future_round": future_round,
     "malformed": malformed,
+    "impersonation": impersonation,
+    "framing": framing,
 }
 assert TRANSPORT_ATTACK_NAMES == (*TRANSPORT_ATTACKS, *NODE_ATTACKS)  # one list, two places
 
 
 def tamper(groups: Sequence[Group], adversaries: Mapping[str, str] | None,
-           extract: AnswerExtractor, eps: float) -> list[Any]:
-    """The packets as sent (see "The hook" in the module docstring): each adversary's groups
-    replaced by what its attack sends, where they stood (a per-node attack's packets where
-    the node's first group stood); everyone else's groups unchanged, the same objects, in
-    order."""
+           extract: AnswerExtractor, eps: float) -> list[Sent]:
+    """The packets as sent, each with its sender (see "The hook" in the module docstring):
+    each adversary's groups replaced by what its attack sends, where they stood (a per-node
+    attack's packets where the node's first group stood), sent by the adversary; everyone
+    else's groups unchanged, the same objects, in order, sent by their source."""
     if not adversaries:
-        return list(groups)
+        return [(g["source"], g) for g in groups]
     by_source: dict[str, list[Group]] = {}
     for group in groups:
         by_source.setdefault(group["source"], []).append(group)
-    sent: list[Any] = []
+    sent: list[Sent] = []
     for group in groups:
         source = group["source"]
         attack = adversaries.get(source)
         if not attack:
-            sent.append(group)
+            sent.append((source, group))
         elif attack not in NODE_ATTACKS:
-            sent.extend(TRANSPORT_ATTACKS[attack](group, extract, eps))
+            sent.extend((source, p) for p in TRANSPORT_ATTACKS[attack](group, extract, eps))
         elif group is by_source[source][0]:
             received = [g for g in groups if g["source"] != source]
-            sent.extend(NODE_ATTACKS[attack](by_source[source], received, extract, eps))
+            sent.extend((source, p) for p in NODE_ATTACKS[attack](by_source[source], received,
+                                                                   extract, eps))
     return sent
