@@ -109,3 +109,10 @@ def test_the_framing_attack_costs_the_victim_nothing(clean_taken):
     rounds = run({"node_3": "framing"})
     assert all(victim == 0 and framer >= FRAMING_JUNK for _, victim, framer in rounds)
     assert sum(taken for taken, _, _ in rounds) >= 0.8 * clean_taken
+
+
+def test_sapo_env_attack_runs_every_transport_attack():
+    from sapo_env.defenses.attack_names import TRANSPORT_ATTACK_NAMES
+    from sapo_experiments.attack.config import ATTACKS
+
+    assert {"impersonation", "framing"} <= set(TRANSPORT_ATTACK_NAMES) <= set(ATTACKS)

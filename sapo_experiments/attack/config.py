@@ -5,10 +5,10 @@ Every run is one swarm of simulated learners under the paper's protocol (every h
 picks them); the others are the honest nodes whose reward is measured.
 
 Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``, ``replay``,
-``flood``, ``sybil``, ``held_out``, ``future_round`` and ``malformed`` are forged packets
-(``SwarmConfig.adversaries``, :mod:`sapo_env.defenses.transport_attacks`, whose docstring says what
-each
-models and what stops it); ``garbage``, ``wrong_answers``, ``free_rider``, ``poison`` and
+``flood``, ``sybil``, ``held_out``, ``future_round``, ``malformed``, ``impersonation`` and
+``framing`` are forged packets (``SwarmConfig.adversaries``,
+:mod:`sapo_env.defenses.transport_attacks`, whose docstring says what each models and what
+stops it); ``garbage``, ``wrong_answers``, ``free_rider``, ``poison`` and
 ``scoring_dos`` are agents (:mod:`agents.adversarial`), a free rider at J = 8 from round 0.
 
 Defenses (``DEFENSES``), each a set of switches:
@@ -40,8 +40,9 @@ from sapo_env.validation import check_int
 from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key
 
 ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam", "replay",
-                            "flood", "sybil", "held_out", "future_round", "malformed", "garbage",
-                            "wrong_answers", "free_rider", "poison", "scoring_dos")
+                            "flood", "sybil", "held_out", "future_round", "malformed",
+                            "impersonation", "framing", "garbage", "wrong_answers", "free_rider",
+                            "poison", "scoring_dos")
 CLEAN = "clean"  #: the attack label of the swarm without adversaries
 ABSENT = "absent"
 """The attack label of the honest nodes alone: the adversaries' places left empty (a swarm of
