@@ -15,11 +15,11 @@ then load.
 
 Example::
 
-    >>> import pickle
     >>> from agents import EXP3
+    >>> from sapo_env.runtime import plain_data
     >>> observation = {"train_budget": 8, "num_external": 4, "round": 0}
     >>> policy = EXP3(seed=0)
-    >>> state = pickle.loads(pickle.dumps(policy.state_dict()))
+    >>> state = plain_data.decode(plain_data.encode(policy.state_dict()))  # as a checkpoint does
     >>> chosen = [policy.choose(observation) for _ in range(5)]
     >>> again = EXP3(seed=1)                     # another seed: the state replaces it
     >>> again.load_state_dict(state)
@@ -51,7 +51,8 @@ class PlainState:
     _state_fields: ClassVar[tuple[str, ...]] = ()
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything this object has learned or drawn, as plain, picklable data."""
+        """Everything this object has learned or drawn, as plain data
+        (:mod:`sapo_env.runtime.plain_data`)."""
         return {name: plain(getattr(self, name, None)) for name in self._state_fields}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

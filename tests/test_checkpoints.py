@@ -3,6 +3,7 @@ resume (bit for bit), atomic writes."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -22,7 +23,7 @@ from agents import (
     ThompsonSampling,
 )
 from agents.simulated import simulated_swarm
-from sapo_env.runtime import Checkpoint
+from sapo_env.runtime import Checkpoint, plain_data
 from sapo_env.runtime import checkpoint as checkpoints
 from sapo_env.runtime.metrics import HeldOutEvaluator
 from sapo_env.tasks import reference_answer, resolve
@@ -34,7 +35,6 @@ CONFIGS = {
     "self_replay": dict(external_source="self_replay", pool_window=2),
     "shared_questions": dict(shared_questions=True, questions_per_round=4, filter_local=True),
 }
-PLAIN = (dict, list, tuple, str, int, float, bool, type(None), np.ndarray)
 
 
 def assert_same(a, b, where="state"):
@@ -54,15 +54,12 @@ def assert_same(a, b, where="state"):
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-def assert_plain(value, where="state"):
-    assert isinstance(value, PLAIN), f"{where} is a {type(value).__name__}"
-    if isinstance(value, dict):
-        for k, v in value.items():
-            assert isinstance(k, (str, int)), f"{where} has key {k!r}"
-            assert_plain(v, f"{where}[{k!r}]")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            assert_plain(v, f"{where}[{i}]")
+def assert_plain(value):
+    """``value`` is plain data (``sapo_env.runtime.plain_data``); it comes back equal, type for
+    type and bit for bit, from its bytes."""
+    again = plain_data.decode(plain_data.encode(value))
+    assert_same(again, value)
+    return again
 
 
 def scripted_actions(observations):
@@ -89,9 +86,7 @@ def test_a_restored_env_continues_bit_for_bit(name):
     observations, _ = original.reset(seed=7)
     for _ in range(3):
         observations, *_ = original.step(scripted_actions(observations))
-    state = original.state_dict()
-    assert_plain(state)
-    state = pickle.loads(pickle.dumps(state))
+    state = assert_plain(original.state_dict())
 
     restored = make_env(name)
     again, infos = restored.reset(options={"state": state})
@@ -125,7 +120,7 @@ def test_states_at_the_start_and_after_the_end_restore_too():
 
 
 def broken(state, path, value):
-    state = pickle.loads(pickle.dumps(state))
+    state = plain_data.decode(plain_data.encode(state))
     *parents, last = path
     target = state
     for key in parents:
@@ -362,7 +357,7 @@ def test_reading_a_checkpoint_never_runs_code(tmp_path, monkeypatch, payload):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "planted.ckpt"
     path.write_bytes(pickle.dumps(payload))
-    with pytest.raises(ValueError, match="plain data only"):
+    with pytest.raises(ValueError, match=r"pickle checkpoint \(format 1, from sapo-env <= 0.6\)"):
         checkpoints.read(path)
     assert not (tmp_path / "PWNED").exists()
 
@@ -371,7 +366,7 @@ def test_a_planted_checkpoint_stops_the_run_before_anything_runs(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "run.ckpt"
     path.write_bytes(pickle.dumps({"format": 1, "run": _Planted()}))
-    with pytest.raises(ValueError, match="not a readable sapo-env checkpoint"):
+    with pytest.raises(ValueError, match="is a pickle checkpoint"):
         swarm_run(Checkpoint(path, every=4))
     assert not (tmp_path / "PWNED").exists()
 
@@ -383,35 +378,48 @@ def test_a_killed_writes_temporary_file_is_removed_by_the_next_write(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt"]
 
 
+class _HalfWrites:
+    """A checkpoint's file on a disk that fills up: half of what is written lands, then
+    ``OSError``."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+    def write(self, data):
+        self.file.write(data[:len(data) // 2])
+        raise OSError("disk full")
+
+
 def test_a_checkpoint_write_cut_short_leaves_the_previous_one(tmp_path, monkeypatch):
     path = tmp_path / "run.ckpt"
     checkpoints.write(path, {"round": 1})
-    real_dump = pickle.dump
-
-    def dump_half(content, file, protocol=None):
-        file.write(pickle.dumps(content)[:10])  # half written when the machine goes down
-        raise OSError("disk full")
-
-    monkeypatch.setattr(checkpoints.pickle, "dump", dump_half)
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: _HalfWrites(real_fdopen(fd, mode)))
     with pytest.raises(OSError, match="disk full"):
         checkpoints.write(path, {"round": 2})
+    monkeypatch.setattr(os, "fdopen", real_fdopen)
     assert checkpoints.read(path) == {"round": 1} and [p.name for p in tmp_path.iterdir()] == [
         "run.ckpt"]
 
     # in a run: the third checkpoint fails, the run resumes from the second, bit for bit
     calls = []
 
-    def dump_third_fails(content, file, protocol=None):
+    def third_fails(fd, mode):
         calls.append(1)
-        if len(calls) == 3:
-            dump_half(content, file)
-        real_dump(content, file, protocol=protocol)
+        file = real_fdopen(fd, mode)
+        return _HalfWrites(file) if len(calls) == 3 else file
 
-    monkeypatch.setattr(checkpoints.pickle, "dump", dump_third_fails)
+    monkeypatch.setattr(os, "fdopen", third_fails)
     checkpoint = Checkpoint(tmp_path / "swarm.ckpt", every=5)
     with pytest.raises(OSError, match="disk full"):
         swarm_run(checkpoint)
-    monkeypatch.setattr(checkpoints.pickle, "dump", real_dump)
+    monkeypatch.setattr(os, "fdopen", real_fdopen)
     assert checkpoints.read(checkpoint.path)["history"]["rounds"] == 10
     rounds = Rounds()
     assert_same_history(swarm_run(checkpoint, [rounds])[0], swarm_run()[0])
@@ -456,7 +464,8 @@ def test_a_light_grpo_save_holds_the_weights_without_adams_moments(tmp_path, tok
     assert other.act(observation) == agent.act(observation)  # the random state came back too
 
 
-@pytest.mark.parametrize("module", ["sapo_env.env_state", "agents.plain_state"])
+@pytest.mark.parametrize("module", ["sapo_env.env_state", "agents.plain_state",
+                                    "sapo_env.runtime.plain_data"])
 def test_docstring_examples(module):
     import doctest
     import importlib

@@ -20,11 +20,14 @@ same run: the same env config, ``seed``, and agent and policy classes. Callbacks
 run, so they may change: each gets the saved state of a callback of its class, if there is one
 (a warning names those that start afresh).
 
-Format: a pickle of plain data, read back by an unpickler that admits nothing but Python's
-containers and scalars and numpy arrays and dtypes (:func:`read`). A file that names any other
-class or function, as a planted file that would run code when unpickled must, is refused with
-a ``ValueError`` before anything in it is called, so loading a checkpoint cannot run code.
-Every state this library's agents, policies, callbacks and env save is such data (tested).
+Format (``CHECKPOINT_FORMAT`` 2): plain data (:mod:`sapo_env.runtime.plain_data`), a zip of
+the state as JSON and its arrays as ``.npy`` files without pickles. Reading it rebuilds nothing
+but containers, scalars and numeric numpy arrays, each checked before it is built, so a
+checkpoint file is untrusted data: reading a damaged or planted one raises ``ValueError`` and
+can neither run code nor corrupt memory. Every state this library's agents, policies, callbacks
+and env save is such data (tested). Checkpoints of format 1 (sapo-env <= 0.6) were pickles,
+which cannot be read safely: :func:`read` refuses them with a ``ValueError`` (rerun, or convert
+one you wrote yourself in a trusted process as docs/checkpoints.md shows).
 
 Writing is atomic: the checkpoint goes to a temporary file in the same folder, is flushed to
 disk (fsync), then replaces the previous one (``os.replace``); a crash while writing leaves the
@@ -37,19 +40,23 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import pickle
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from sapo_env.runtime import plain_data
 from sapo_env.runtime.agent_calls import Stateful
 from sapo_env.validation import check_int
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+"""2: plain data (``sapo_env.runtime.plain_data``); 1 (sapo-env <= 0.6): a pickle."""
+_PICKLE = b"\x80"  # how a pickle of protocol 2 or later starts, as format 1's did
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ def require_state_dicts(agents: Mapping[str, Any], policies: Mapping[str, Any]) 
 def capture(env: Any, agents: Mapping[str, Any], policies: Mapping[str, Any],
             callbacks: Sequence[Any], history: Mapping[str, Any],
             identity: Mapping[str, Any]) -> dict[str, Any]:
-    """A checkpoint's content: plain data but for the history's arrays."""
+    """A checkpoint's content (all plain data, :mod:`sapo_env.runtime.plain_data`)."""
     return {
         "format": CHECKPOINT_FORMAT, "run": dict(identity), "env": env.state_dict(),
         "agents": {a: agent.state_dict() for a, agent in agents.items()},
@@ -109,14 +116,25 @@ def capture(env: Any, agents: Mapping[str, Any], policies: Mapping[str, Any],
 
 
 def check(saved: Any, path: Path, identity: Mapping[str, Any]) -> None:
-    """``ValueError`` unless ``saved`` is a checkpoint of the run ``identity`` describes."""
-    if not isinstance(saved, Mapping) or saved.get("format") != CHECKPOINT_FORMAT:
+    """``ValueError`` unless ``saved`` is a checkpoint of the run ``identity`` describes,
+    holding what :func:`capture` puts in one."""
+    if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a sapo-env checkpoint of format {CHECKPOINT_FORMAT}")
+    _check_kinds(saved, _CONTENT, str(path))
+    _check_kinds(saved["history"], _HISTORY, f"{path}: its history")
     for key, value in identity.items():
         if saved["run"].get(key) != value:
             raise ValueError(f"{path} was written by another run: its {key} is "
                              f"{saved['run'].get(key)!r}, this run's is {value!r}; delete it "
                              "or use Checkpoint(..., resume=False) to start afresh")
+    for kind in ("agents", "ratio_policies"):
+        if set(saved[kind]) != set(identity[kind]):
+            raise ValueError(f"{path} holds {kind} states of {sorted(map(str, saved[kind]))}, "
+                             f"the run's are {sorted(identity[kind])}")
+    if saved["history"]["rounds"] < 0 or not all(
+            type(c) is tuple and len(c) == 2 and type(c[0]) is str for c in saved["callbacks"]):
+        raise ValueError(f"{path} holds a negative number of rounds or callbacks' states that "
+                         "are not (class, state) pairs")
 
 
 def restore(saved: Mapping[str, Any], agents: Mapping[str, Any], policies: Mapping[str, Any],
@@ -143,14 +161,16 @@ def restore(saved: Mapping[str, Any], agents: Mapping[str, Any], policies: Mappi
 
 
 def write(path: Path, content: Mapping[str, Any]) -> None:
-    """Pickle ``content`` to ``path`` atomically (see the module docstring)."""
+    """Write ``content`` to ``path`` as plain data, atomically (see the module docstring);
+    ``TypeError`` naming a value that is not plain data, before anything is written."""
+    data = plain_data.encode(content)
     path.parent.mkdir(parents=True, exist_ok=True)
     for orphan in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):  # a killed write's
         orphan.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as file:
-            pickle.dump(content, file, protocol=pickle.HIGHEST_PROTOCOL)
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
@@ -160,34 +180,46 @@ def write(path: Path, content: Mapping[str, Any]) -> None:
     _fsync_folder(path.parent)  # the rename itself survives a power cut
 
 
-# What a checkpoint's pickle may name: containers, scalars, numpy arrays and dtypes. The numpy
-# names are those its pickles use for arrays, scalars and dtypes (numpy 1.x and 2.x).
-_PLAIN_DATA = frozenset({
-    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
-    ("builtins", "bytearray"), ("collections", "OrderedDict"),
-    ("numpy", "dtype"), ("numpy", "ndarray"),
-    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-})
-
-
-class _PlainDataUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _PLAIN_DATA or (module == "numpy.dtypes" and name.endswith("DType")):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"it names {module}.{name}, and a checkpoint holds plain "
-                                     "data only (containers, scalars, numpy arrays)")
-
-
 def read(path: Path) -> dict[str, Any]:
-    """A checkpoint written by :func:`write`; ``ValueError`` for a file that is not plain data
-    (nothing in it is called: see the module docstring)."""
+    """A checkpoint written by :func:`write`; ``ValueError`` for any other file (a pickle of
+    format 1 included), which is never run or trusted (see the module docstring)."""
+    size = path.stat().st_size
+    if size > plain_data.MAX_BYTES:
+        raise ValueError(f"{path} is {size} bytes, more than a checkpoint may be "
+                         f"({plain_data.MAX_BYTES})")
+    data = path.read_bytes()
+    if data.startswith(_PICKLE):
+        raise ValueError(f"{path} is a pickle checkpoint (format 1, from sapo-env <= 0.6), which "
+                         "cannot be loaded safely: rerun, or convert a checkpoint you wrote "
+                         "yourself in a trusted process (docs/checkpoints.md)")
+    try:
+        return plain_data.decode(data)
+    except ValueError as error:
+        raise ValueError(f"{path} is not a readable sapo-env checkpoint: {error}") from None
+
+
+def is_pickle(path: Path) -> bool:
+    """Whether ``path`` holds a pickle, as checkpoints of format 1 (sapo-env <= 0.6) were: a
+    harness that can redo the run starts afresh rather than stop at :func:`read`'s error."""
     with open(path, "rb") as file:
-        try:
-            return _PlainDataUnpickler(file).load()
-        except Exception as error:  # noqa: BLE001 (whatever a damaged or planted file raises)
-            raise ValueError(f"{path} is not a readable sapo-env checkpoint: {error}") from None
+        return file.read(len(_PICKLE)) == _PICKLE
+
+
+_CONTENT = {"format": int, "run": dict, "env": dict, "agents": dict, "ratio_policies": dict,
+            "callbacks": list, "history": dict}
+_HISTORY = {"rounds": int, "rewards": np.ndarray, "num_external": np.ndarray,
+            "generated": np.ndarray, "infos": list, "learn_metrics": list}
+
+
+def _check_kinds(content: dict[str, Any], kinds: Mapping[str, type], where: str) -> None:
+    """``ValueError`` unless ``content`` holds exactly the keys of ``kinds``, each value of
+    that type."""
+    if set(content) != set(kinds):
+        raise ValueError(f"{where} must hold {sorted(kinds)}, got {sorted(map(str, content))}")
+    for key, kind in kinds.items():
+        if type(content[key]) is not kind:
+            raise ValueError(f"{where}: {key} must be a {kind.__name__}, got a "
+                             f"{type(content[key]).__name__}")
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sapo_env.runtime import Callback
-from sapo_env.runtime.checkpoint import Checkpoint, require_state_dicts
+from sapo_env.runtime.checkpoint import Checkpoint, is_pickle, require_state_dicts
 from sapo_experiments.learners import describe
 from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec
 from sapo_experiments.reproduce.figures import plot_figures
@@ -73,6 +73,10 @@ def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
     path = spec.checkpoint_path
     id_file = path.with_name(path.name + ".id")
     resume = spec.config.resume and path.exists() and id_file.exists()
+    if resume and is_pickle(path):  # sapo-env <= 0.6's format cannot be read safely
+        logger.warning("%s: its checkpoint %s is a pickle of sapo-env <= 0.6, which is never "
+                       "read: the run starts afresh", spec.name, path)
+        resume = False
     if resume:
         run_id = id_file.read_text()
     else:
