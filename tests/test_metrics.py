@@ -161,6 +161,29 @@ def test_held_out_evaluator_and_tensorboard(tmp_path):
     assert len(accumulator.Scalars("reward/swarm_mean")) == 5
 
 
+def test_a_node_that_sits_out_or_has_left_scores_nan_in_held_out(tmp_path):
+    """An offline node's act returns None, a node that has left returns {"leave": True}: the
+    evaluation records NaN for it instead of raising (TypeError/KeyError before)."""
+    from agents import DemonstratorAgent
+    from agents.churning import ChurningAgent
+    from sapo_env.runtime.tensorboard import TensorBoardCallback
+
+    env = sapo_env.parallel_env(n=3, max_rounds=4)
+    evaluator = metrics.HeldOutEvaluator(every=1, n_questions=8, seed=0)
+    board = TensorBoardCallback(tmp_path, run_name="churn", held_out=evaluator)
+    nodes = [DemonstratorAgent(accuracy=1.0, seed=0),
+             ChurningAgent(DemonstratorAgent(seed=1), offline_probability=0.5, seed=1),
+             ChurningAgent(DemonstratorAgent(seed=2), leave_round=2)]
+    sapo_env.runtime.run(env, nodes, seed=0, progress=False, callbacks=[evaluator, board])
+    scores = evaluator.result.as_array()
+    assert scores[:, 0].tolist() == [1.0] * 4
+    offline = [nodes[1].offline_in(r) for r in range(4)]
+    assert any(offline) and not all(offline)
+    assert np.isnan(scores[:, 1]).tolist() == offline
+    assert np.isnan(evaluator.result.as_task_array()[:, 1]).all(axis=1).tolist() == offline
+    assert not np.isnan(scores[:2, 2]).any() and np.isnan(scores[2:, 2]).all()
+
+
 def test_held_out_evaluation_does_not_change_a_simulated_run():
     from agents.simulated import simulated_swarm
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.churn import is_leave, is_pending
 from sapo_env.config import SwarmConfig
 from sapo_env.runtime.agent_calls import Evaluable
 from sapo_env.runtime.records import Callback, History, RoundRecord
@@ -38,7 +39,9 @@ from sapo_env.validation import check_int
 def evaluate_by_task(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig,
                      round_: int = 0, samples: int = 1) -> dict[str, float]:
     """Mean verifier score of one agent on a question set, per task (tasks in the order they
-    first appear); :func:`evaluate` describes how the agent is asked."""
+    first appear); :func:`evaluate` describes how the agent is asked. ``{}`` when the agent
+    sits the evaluation out (its ``act`` returns None, as an offline ``ChurningAgent``'s
+    does, or a leave or pending action)."""
     extract = get_extractor(config.answer_format)
     scores: dict[str, list[float]] = {}
     step = max(config.train_budget, 1)
@@ -50,6 +53,8 @@ def evaluate_by_task(agent: Any, questions: Sequence[DrawnQuestion], config: Swa
                 completions_per_question=samples, train_budget=config.train_budget,
                 num_external=0, questions=tuple(d.question for d in chunk))
             action = agent.act(observation)
+            if action is None or is_leave(action) or is_pending(action):
+                return {}
             for drawn, completions in zip(chunk, action["completions"]):
                 scores.setdefault(drawn.question["task"], []).extend(
                     score_completions(drawn, tuple(completions)[:samples], extract).tolist()
@@ -71,6 +76,8 @@ def evaluate(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig
     inside it, so evaluating mid-run does not change the training run.
     """
     by_task = evaluate_by_task(agent, questions, config, round_, samples)
+    if not by_task:  # the agent sat it out
+        return float("nan")
     counts = _task_counts(questions)
     return float(sum(by_task[t] * counts[t] for t in by_task) / sum(counts.values()))
 
@@ -92,7 +99,7 @@ class HeldOutResult:
 
     agents: tuple[str, ...]
     rounds: list[int]  #: rounds after which the evaluation ran (-1: before the first)
-    scores: list[list[float]]  #: per evaluation, per node
+    scores: list[list[float]]  #: per evaluation, per node (NaN: the node sat it out)
     tasks: tuple[str, ...] = ()  #: the tasks of the held-out set, in the order of ``task_scores``
     task_scores: list[list[list[float]]] = field(default_factory=list)
     """Per evaluation, per node, per task of ``tasks``."""
@@ -180,10 +187,12 @@ class HeldOutEvaluator(Callback):
         for a in self.result.agents:
             by_task[a] = evaluate_by_task(self._agents[a], self._questions, self._config,
                                           max(round_, 0), self.samples)
-            scores[a] = sum(by_task[a][t] * counts[t] for t in by_task[a]) / len(self._questions)
+            scores[a] = (sum(by_task[a][t] * counts[t] for t in by_task[a])
+                         / len(self._questions)) if by_task[a] else float("nan")
         self.result.rounds.append(round_)
         self.result.scores.append([scores[a] for a in self.result.agents])
-        self.result.task_scores.append([[by_task[a][t] for t in self.result.tasks]
+        self.result.task_scores.append([[by_task[a].get(t, float("nan"))
+                                         for t in self.result.tasks]
                                         for a in self.result.agents])
         for listener in self._listeners:
             listener(round_, scores)

@@ -169,8 +169,10 @@ class TensorBoardCallback(Callback):
             self._writer.flush()
 
     def _log_held_out(self, round_: int, scores: Mapping[str, float]) -> None:
-        values = {f"held_out/{a}": s for a, s in scores.items()}
-        values["held_out/mean"] = float(np.mean(list(scores.values())))
+        evaluated = {a: s for a, s in scores.items() if not np.isnan(s)}  # NaN: sat it out
+        values = {f"held_out/{a}": s for a, s in evaluated.items()}
+        if evaluated:
+            values["held_out/mean"] = float(np.mean(list(evaluated.values())))
         self._scalars(round_, values)
 
     def state_dict(self) -> dict[str, Any]:
