@@ -86,7 +86,11 @@ def parse_action(agent: str, action: Any, num_questions: int, config: SwarmConfi
 
 
 def _is_sequence(value: Any) -> bool:
-    return isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes))
+    """A sequence with a length: a 0-d array (``np.array(0)``) has none, so it is refused like a
+    scalar instead of raising ``TypeError`` at ``len``."""
+    if isinstance(value, np.ndarray):
+        return value.ndim >= 1
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
 def _parse_completions(agent: str, value: Any, B: int, config: SwarmConfig
@@ -170,6 +174,9 @@ def _parse_token_fields(agent: str, logprobs: Any, token_ids: Any, B: int, confi
                 L, limit, where=f"[{q}]")
         except TokenFieldError as error:
             raise ValueError(f"{agent}: {error}") from None
+        except (OverflowError, TypeError) as error:  # a number numpy cannot hold (2**80)
+            raise ValueError(f"{agent}: logprobs[{q}] and token_ids[{q}] must hold floats and "
+                             f"ids in [0, 2**31), got a value numpy refuses: {error}") from None
         parsed_logprobs.append(lp)
         parsed_ids.append(ids)
     return tuple(parsed_logprobs), None if token_ids is None else tuple(parsed_ids)

@@ -44,6 +44,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 STATUSES = ("online", "offline", "pending", "left", "joined")
 """``infos[node]["status"]`` values (see the module docstring)."""
 OFFLINE = None
@@ -56,35 +58,60 @@ _MARKERS = {"leave": (LEAVE, "left"), "pending": (PENDING, "pending")}
 
 
 def is_leave(action: Any) -> bool:
-    """Whether ``action`` asks to leave (a mapping with a ``"leave"`` key; anything else in it
-    is an input error raised by :func:`split_actions`)."""
-    return isinstance(action, Mapping) and "leave" in action
+    """Whether ``action`` is exactly ``LEAVE`` (``{"leave": True}``): what the env takes as
+    leaving (any other mapping with a ``"leave"`` key is refused, :func:`absence`)."""
+    return _is_marker(action, "leave")
 
 
 def is_pending(action: Any) -> bool:
-    """Whether ``action`` says the node is still answering (a mapping with a ``"pending"``
-    key)."""
-    return isinstance(action, Mapping) and "pending" in action
+    """Whether ``action`` is exactly ``PENDING`` (``{"pending": True}``): the node is still
+    answering."""
+    return _is_marker(action, "pending")
+
+
+def absence(node: str, action: Any) -> str | None:
+    """The status of a node whose ``action`` does not play the round (``"offline"``,
+    ``"left"``, ``"pending"``), None for an action that plays (to be parsed as one); a mapping
+    with a ``"leave"`` or ``"pending"`` key that is not exactly the marker raises
+    ``ValueError``. The one definition the env (:func:`split_actions`) and the runner's screen
+    of remote nodes share."""
+    if action is OFFLINE:
+        return "offline"
+    if isinstance(action, Mapping):
+        for key, (marker, status) in _MARKERS.items():
+            if key in action:
+                if not _is_marker(action, key):
+                    raise ValueError(f"{node}: a {key} action is exactly {dict(marker)!r}, got "
+                                     f"{_short(action)}")
+                return status
+    return None
+
+
+def _is_marker(action: Any, key: str) -> bool:
+    # Only True itself (or numpy's): {"leave": 1} or {"leave": "yes"} is not a way to leave.
+    return isinstance(action, Mapping) and len(action) == 1 and key in action \
+        and (action[key] is True or action[key] is np.True_)
+
+
+def _short(action: Mapping[Any, Any]) -> str:
+    """``action`` for an error message, at most 200 characters (it may come from a remote
+    node)."""
+    text = repr(dict(action))
+    return text if len(text) <= 200 else text[:200] + "...}"
 
 
 def split_actions(actions: Any, live: list[str]) -> tuple[Any, dict[str, str]]:
     """``(playing, absent)``: the actions of the nodes that play this round (to be validated as
-    usual), and the live nodes that do not, each with its status (``"offline"``, ``"left"``,
-    ``"pending"``). Anything that is not a mapping is passed through for the usual validation
-    to reject."""
+    usual), and the live nodes that do not, each with its status (:func:`absence`: a malformed
+    leave or pending action raises ``ValueError``). Anything that is not a mapping is passed
+    through for the usual validation to reject."""
     if not isinstance(actions, Mapping):
         return actions, {}
     absent = {}
     for a in live:
-        action = actions.get(a, ...)
-        if action is OFFLINE:
-            absent[a] = "offline"
-        for key, (marker, status) in _MARKERS.items():
-            if isinstance(action, Mapping) and key in action:
-                if dict(action) != dict(marker):
-                    raise ValueError(f"{a}: a {key} action is exactly {dict(marker)!r}, got "
-                                     f"{dict(action)!r}")
-                absent[a] = status
+        status = absence(a, actions.get(a, ...))
+        if status is not None:
+            absent[a] = status
     return {a: v for a, v in actions.items() if a not in absent}, absent
 
 

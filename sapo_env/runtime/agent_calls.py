@@ -18,8 +18,15 @@ so that they all work at once.
   costs two remote calls per actor however many nodes it holds.
 
 A node that is gone (its process or machine died) raises ``NodeFailure``: its act becomes
-``{"leave": True}`` and it leaves the swarm; a lost update is logged. Any other exception is a
-bug and propagates.
+``{"leave": True}`` and it leaves the swarm; a lost update is logged. Any other exception from
+an agent in this process is a bug and propagates.
+
+Trust: the agents in this process are trusted; what a remote node (a ``ConcurrentAgent``, a
+``ConcurrentJointActor``) sends back is not. Its action is screened by the env's own parser
+(``Refusals``); what it cannot send as an action (``unreadable``: junk, an error of its agent)
+costs it the round like an action the env refuses; a joint actor answers only for the nodes
+the runner asked it for (other keys are dropped, ``AgentCalls.foreign_keys``); its learn
+metrics are kept only as names -> numbers. None of it can stop the run or touch another node.
 """
 
 from __future__ import annotations
@@ -27,13 +34,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from sapo_env.actions import parse_action
-from sapo_env.churn import LEAVE, is_leave, is_pending
+from sapo_env.churn import LEAVE, absence
 from sapo_env.types import Action, Group, Observation
 
 logger = logging.getLogger(__name__)
+
+UNREADABLE = "unreadable"
+
+
+def unreadable(reason: str) -> Mapping[str, str]:
+    """What stands for a remote node's action when it sent none the runner can read (junk, no
+    action for the node, an error of its agent): ``Refusals.screen`` refuses it with
+    ``reason``, so the node sits the round out, counted like any refusal. A read-only mapping,
+    so that a ratio policy's J can be put in it like in any action (it is refused all the
+    same)."""
+    return MappingProxyType({UNREADABLE: reason[:500]})
 
 
 @runtime_checkable
@@ -113,8 +134,8 @@ class NodeFailure(RuntimeError):
     """A node is gone (its process or machine died). Raised by its ``act`` (or the future of
     it), the runner logs it and sends ``{"leave": True}`` for the node, and the run goes on;
     raised by ``learn``, the update is lost (logged) and the node leaves when its next ``act``
-    fails too. ``agents.remote`` raises it when an actor dies; any other exception is a bug
-    and stops the run."""
+    fails too. ``agents.remote`` raises it when an actor dies (or its agent could not be built);
+    any other exception from an agent in this process is a bug and stops the run."""
 
 
 class AgentCalls:
@@ -136,6 +157,11 @@ class AgentCalls:
                               if isinstance(actor, ConcurrentJointActor)}
         self._joint_learners = {k for k, actor in actors.items()
                                 if isinstance(actor, JointLearner) and k not in self._remote_joint}
+        self._hosts = {k: ", ".join(a for a, actor in self.joint.items() if id(actor) == k)
+                       for k in actors}  # the nodes this run maps to each joint actor
+        #: remote joint actor (the nodes it hosts, "node_0, node_1") -> keys it sent back for
+        #: nodes it was not asked for, dropped (the first time logged)
+        self.foreign_keys: dict[str, int] = {}
 
     def is_remote(self, node: str) -> bool:
         """Whether ``node`` runs elsewhere: a ``ConcurrentAgent``, or a member of a
@@ -145,7 +171,8 @@ class AgentCalls:
 
     def act(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
         """The action of each node of ``observations``: nodes sharing a joint actor act in one
-        call, remote nodes and remote joint actors all at once, while the others act."""
+        call, remote nodes and remote joint actors all at once, while the others act. A joint
+        actor's answer counts only for the nodes it was asked for (``_answers``)."""
         joint = self._by_actor(observations)
         remote_joint = {k: (group, actor.submit_act_jointly(group))
                         for k, (actor, group) in joint.items() if k in self._remote_joint}
@@ -153,12 +180,13 @@ class AgentCalls:
                    if a in self.concurrent and a not in self.joint}  # work while others act
         actions = {a: unless_failed(a, self.agents[a].act, o, failed=LEAVE)
                    for a, o in observations.items() if a not in pending and a not in self.joint}
-        calls = [(group, actor.act_jointly, group) for k, (actor, group) in joint.items()
+        calls = [(group, False, actor.act_jointly, group) for k, (actor, group) in joint.items()
                  if k not in remote_joint]
-        calls += [(group, future.result) for group, future in remote_joint.values()]
-        for group, call, *args in calls:
+        calls += [(group, True, future.result) for group, future in remote_joint.values()]
+        for group, remote, call, *args in calls:
             acted = unless_failed(", ".join(group), call, *args, failed=None)
-            actions.update(acted if acted is not None else dict.fromkeys(group, LEAVE))
+            actions.update(dict.fromkeys(group, LEAVE) if acted is None
+                           else self._answers(group, acted, remote, learned=False))
         actions.update({a: unless_failed(a, future.result, failed=LEAVE)
                         for a, future in pending.items()})
         return {a: actions[a] for a in observations}
@@ -167,7 +195,7 @@ class AgentCalls:
         """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote
         joint actor in one call, learn at the same time; the nodes of an in-process joint
         learner learn in one call; the other members of an in-process joint actor learn
-        alone."""
+        alone. A remote node's metrics are kept only as names -> numbers (``plain_metrics``)."""
         joint = {k: (actor, group) for k, (actor, group) in self._by_actor(batches).items()
                  if k in self._remote_joint or k in self._joint_learners}
         remote_joint = [(group, actor.submit_learn_jointly(group))
@@ -177,16 +205,48 @@ class AgentCalls:
                    if a in self.concurrent and a not in grouped}
         learned = {a: unless_failed(a, self.agents[a].learn, b, failed=None)
                    for a, b in batches.items() if a not in pending and a not in grouped}
-        for k, (actor, group) in joint.items():
-            if k in self._joint_learners:
-                learned.update(unless_failed(", ".join(group), actor.learn_jointly, group,
-                                             failed=None) or dict.fromkeys(group))
-        for group, future in remote_joint:
-            learned.update(unless_failed(", ".join(group), future.result, failed=None)
-                           or dict.fromkeys(group))
+        answers = [(group, False, unless_failed(", ".join(group), actor.learn_jointly, group,
+                                                failed=None))
+                   for k, (actor, group) in joint.items() if k in self._joint_learners]
+        answers += [(group, True, unless_failed(", ".join(group), future.result, failed=None))
+                    for group, future in remote_joint]
+        for group, remote, metrics in answers:
+            learned.update(dict.fromkeys(group) if metrics is None
+                           else self._answers(group, metrics, remote, learned=True))
         learned.update({a: unless_failed(a, future.result, failed=None)
                         for a, future in pending.items()})
-        return {a: dict(learned[a] or {}) for a in batches}
+        return {a: plain_metrics(a, learned[a]) if self.is_remote(a) else dict(learned[a] or {})
+                for a in batches}
+
+    def _answers(self, group: Mapping[str, Any], answers: Any, remote: bool, learned: bool
+                 ) -> dict[str, Any]:
+        """A joint actor's ``answers`` (node -> action, or -> learn metrics) for the nodes of
+        ``group``, the ones it was asked for: the runner's own assignment, never the actor's
+        word. From a remote actor, a key for any other node is dropped (counted in
+        ``foreign_keys``, logged once), and a node it sent nothing for sits the round out
+        (``unreadable``; no metrics for an update). An in-process actor is trusted: its other
+        keys are ignored, and a missing action is a bug (``ValueError``)."""
+        label = ", ".join(group)
+        if not isinstance(answers, Mapping):
+            if not remote:
+                raise TypeError(f"the joint actor of {label} returned a "
+                                f"{type(answers).__name__}, not a dict node -> action")
+            return dict.fromkeys(group, None if learned else unreadable(
+                f"its joint actor sent back a {type(answers).__name__}, not node -> action"))
+        if remote:
+            foreign = sum(1 for key in answers if key not in group)
+            hosts = self._hosts[id(self.joint[next(iter(group))])]
+            if foreign:
+                if hosts not in self.foreign_keys:
+                    logger.warning("the remote joint actor of %s answered for %d node(s) it was "
+                                   "not asked for: dropped (and counted in foreign_keys from "
+                                   "now on)", hosts, foreign)
+                self.foreign_keys[hosts] = self.foreign_keys.get(hosts, 0) + foreign
+        missing = [a for a in group if a not in answers]
+        if missing and not remote and not learned:
+            raise ValueError(f"the joint actor of {label} returned no action for {missing}")
+        return {a: answers[a] if a in answers else None if learned else
+                unreadable("its joint actor sent back no action for it") for a in group}
 
     def _by_actor(self, inputs: Mapping[str, Any]) -> dict[int, tuple[Any, dict[str, Any]]]:
         """The nodes of ``inputs`` that act through a joint actor, grouped by it:
@@ -199,17 +259,37 @@ class AgentCalls:
         return groups
 
 
+def plain_metrics(node: str, metrics: Any) -> dict[str, float]:
+    """A remote node's learn metrics as the runner records them: the entries of a mapping that
+    name a number (None: no metrics). Anything else is dropped, with a warning: what a remote
+    node reports never reaches the history as an object."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        logger.warning("%s sent learn metrics that are a %s, not names -> numbers: dropped",
+                       node, type(metrics).__name__)
+        return {}
+    kept = {k: v for k, v in metrics.items() if type(k) is str
+            and isinstance(v, (int, float, np.integer, np.floating))}
+    if len(kept) < len(metrics):
+        logger.warning("%s sent %d learn metrics that are not names -> numbers: dropped", node,
+                       len(metrics) - len(kept))
+    return kept
+
+
 class Refusals:
     """Check the actions of remote nodes before the env sees them, round after round.
 
-    :meth:`screen` turns an action the env would refuse into ``None`` (the node sits the round
-    out, ``sapo_env.churn``) and returns the errors by node (also logged), so one remote node's
-    bad action cannot stop the round for all. A node refused ``limit`` rounds in a row is
-    removed instead (its action becomes ``{"leave": True}``): a node that keeps sending what
-    the env refuses is broken or hostile, and keeps costing every round a check. An accepted
-    action resets its count; a round it sits out (offline, pending) leaves it as it is.
-    ``limit`` None never removes. A local node's bad action is a bug in the caller's code and
-    still raises in ``env.step``."""
+    :meth:`screen` turns what the env would refuse into ``None`` (the node sits the round out,
+    ``sapo_env.churn``) and returns the errors by node (also logged), so one remote node's
+    bad action cannot stop the round for all. It reads an action exactly as the env does
+    (``sapo_env.churn.absence``, then ``sapo_env.actions.parse_action``): a malformed leave or
+    pending action, an ``unreadable`` one, and any exception while reading it are refusals.
+    A node refused ``limit`` rounds in a row is removed instead (its action becomes
+    ``{"leave": True}``): a node that keeps sending what the env refuses is broken or hostile,
+    and keeps costing every round a check. An accepted action resets its count; a round it
+    sits out (offline, pending) leaves it as it is. ``limit`` None never removes. A local
+    node's bad action is a bug in the caller's code and still raises in ``env.step``."""
 
     def __init__(self, limit: int | None = 3):
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
@@ -223,26 +303,39 @@ class Refusals:
         """Refuse, in place, the remote nodes' actions the env would refuse; the errors."""
         refused = {}
         for a, action in actions.items():
-            if action is None or is_leave(action) or is_pending(action) \
-                    or not calls.is_remote(a):
+            if not calls.is_remote(a):
                 continue
-            try:
-                parse_action(a, action, len(observations[a]["questions"]), env.config)
-            except ValueError as error:
-                refused[a] = str(error)
-                self.in_a_row[a] = self.in_a_row.get(a, 0) + 1
-                if self.limit is not None and self.in_a_row[a] >= self.limit:
-                    actions[a] = LEAVE
-                    refused[a] += f" (refused {self.in_a_row[a]} rounds in a row: removed)"
-                    logger.warning("%s is removed from the swarm: its action was refused %d "
-                                   "rounds in a row; the last: %s", a, self.in_a_row[a], error)
-                else:
-                    actions[a] = None
-                    logger.warning("%s sent an action the env refuses; it sits this round "
-                                   "out: %s", a, error)
+            error = _refusal(a, action, len(observations[a]["questions"]), env.config)
+            if error is None:
+                if absence(a, action) is None:
+                    self.in_a_row.pop(a, None)
+                continue
+            refused[a] = error
+            self.in_a_row[a] = self.in_a_row.get(a, 0) + 1
+            if self.limit is not None and self.in_a_row[a] >= self.limit:
+                actions[a] = LEAVE
+                refused[a] += f" (refused {self.in_a_row[a]} rounds in a row: removed)"
+                logger.warning("%s is removed from the swarm: its action was refused %d "
+                               "rounds in a row; the last: %s", a, self.in_a_row[a], error)
             else:
-                self.in_a_row.pop(a, None)
+                actions[a] = None
+                logger.warning("%s sent an action the env refuses; it sits this round "
+                               "out: %s", a, error)
         return refused
+
+
+def _refusal(node: str, action: Any, num_questions: int, config: Any) -> str | None:
+    """Why the env would refuse a remote node's ``action`` (None: it takes it)."""
+    try:
+        if isinstance(action, Mapping) and UNREADABLE in action:
+            return f"{node}: {str(action[UNREADABLE])[:500]}"
+        if absence(node, action) is None:
+            parse_action(node, action, num_questions, config)
+        return None
+    except ValueError as error:
+        return str(error)
+    except Exception as error:  # noqa: BLE001 - whatever a remote node's data raises: refused
+        return f"{node}: its action cannot be read ({type(error).__name__}: {error})"[:500]
 
 
 def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:

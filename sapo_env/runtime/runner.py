@@ -175,12 +175,16 @@ def play_round(
     ``num_external`` names the node), the env steps, every node that got a reward learns.
     The record's ``round`` is the round played and its ``observations`` those after the step.
     ``refusals`` screens the remote nodes' actions and counts refusals across rounds (None:
-    a fresh ``Refusals()``, which counts this round only). ``agents``: node -> agent, or the
+    a fresh ``Refusals()``, which counts this round only): nothing a remote node sends stops
+    the round, it costs at most that node's round. ``agents``: node -> agent, or the
     ``AgentCalls`` of a run that plays many rounds (``run`` builds it once)."""
     calls = agents if isinstance(agents, AgentCalls) else AgentCalls(agents)
     round_ = env.round
-    actions = with_num_external(calls.act({a: observations[a] for a in env.agents}),
-                                num_external)
+    acted = calls.act({a: observations[a] for a in env.agents})
+    # a policy's J goes only into a mapping: anything else a remote node sent is the screen's
+    # to refuse, not an error here
+    actions = with_num_external(acted, {a: j for a, j in (num_external or {}).items()
+                                        if isinstance(acted[a], Mapping)})
     refused = (refusals or Refusals()).screen(env, calls, observations, actions)
     observations, rewards, _, _, infos = env.step(actions)
     played = online(rewards, infos)
