@@ -108,13 +108,14 @@ def test_plain_data_the_env_refuses_costs_a_remote_node_only_its_round(bad, dead
     assert caplog.text.count("node_2 sent an action the env refuses") == 1
 
 
-def test_a_ratio_policy_over_a_remote_nodes_junk_does_not_stop_the_run():
+@pytest.mark.parametrize("deadline", [None, 5.0])
+def test_a_ratio_policy_over_a_remote_nodes_junk_does_not_stop_the_run(deadline):
     env = sapo_env.parallel_env(n=3, max_rounds=3)
     records = _Records()
     agents = [DemonstratorAgent(num_external=2, seed=0), DemonstratorAgent(num_external=2, seed=1),
               _Scripted(2, bad={1: lambda action: [1, 2]})]
     sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[records],
-                         ratio_policies={"node_2": _OneJ()})
+                         ratio_policies={"node_2": _OneJ()}, deadline=deadline)
     assert [sorted(r.refused) for r in records.records] == [[], ["node_2"], []]
 
 
@@ -284,3 +285,38 @@ def test_a_ray_nodes_pickle_payload_never_runs_in_the_driver(local_ray, tmp_path
     assert not marker.exists()
     nodes["node_1"].kill()
     ray.kill(nodes["node_2"].joint_actor.actor)
+
+
+class _JunkAtEvaluation(_Scripted):
+    """A remote node that plays normally and answers held-out questions (asked for one
+    completion each) with junk."""
+
+    def act(self, observation):
+        if observation["completions_per_question"] == 1:
+            return {"completions": 5}
+        return super().act(observation)
+
+
+def test_a_remote_nodes_junk_held_out_answer_scores_nan_and_the_run_goes_on(caplog):
+    from sapo_env.runtime.held_out import HeldOutEvaluator
+
+    env = sapo_env.parallel_env(n=3, max_rounds=4)
+    evaluator = HeldOutEvaluator(every=2, n_questions=8)
+    agents = [DemonstratorAgent(num_external=2, seed=0), DemonstratorAgent(num_external=2, seed=1),
+              _JunkAtEvaluation(2)]
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False, callbacks=[evaluator])
+    assert not np.isnan(history.rewards).any()
+    scores = evaluator.result.as_array()
+    assert np.isnan(scores[:, 2]).all() and not np.isnan(scores[:, :2]).any()
+    assert "node_2: its held-out answer after round 1 cannot be scored" in caplog.text
+
+    class _LocalJunk(DemonstratorAgent):  # in process: a bug in the caller's code, raised
+        def act(self, observation):
+            if observation["completions_per_question"] == 1:
+                return {"completions": 5}
+            return super().act(observation)
+
+    with pytest.raises(TypeError):
+        sapo_env.runtime.run(sapo_env.parallel_env(n=2, max_rounds=2),
+                             [DemonstratorAgent(seed=0), _LocalJunk(seed=1)], seed=0,
+                             progress=False, callbacks=[HeldOutEvaluator(every=2, n_questions=8)])

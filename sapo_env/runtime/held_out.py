@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,12 +29,14 @@ import numpy as np
 
 from sapo_env.churn import is_leave, is_pending
 from sapo_env.config import SwarmConfig
-from sapo_env.runtime.agent_calls import Evaluable
+from sapo_env.runtime.agent_calls import AgentCalls, Evaluable
 from sapo_env.runtime.records import Callback, History, RoundRecord
 from sapo_env.scoring.answers import get_extractor
 from sapo_env.tasks import DrawnQuestion, held_out_questions, score_completions
 from sapo_env.types import make_observation
 from sapo_env.validation import check_int
+
+logger = logging.getLogger(__name__)
 
 
 def evaluate_by_task(agent: Any, questions: Sequence[DrawnQuestion], config: SwarmConfig,
@@ -117,6 +120,8 @@ class HeldOutResult:
 
 class HeldOutEvaluator(Callback):
     """Evaluate every node on a fixed held-out set every ``every`` rounds (and after the last).
+    A node that sits an evaluation out, or a remote node whose answer cannot be scored,
+    scores NaN in it.
 
     Use as a ``sapo_env.runtime.run`` callback; read ``result`` afterwards. Each evaluation is one
     ``act`` call per ``train_budget`` questions per node, made with the round just
@@ -136,6 +141,7 @@ class HeldOutEvaluator(Callback):
         self.at_start = at_start
         self.result: HeldOutResult | None = None
         self._agents: Mapping[str, Any] = {}
+        self._remote: set[str] = set()  # their answers are untrusted data
         self._config: SwarmConfig | None = None
         self._questions: list[DrawnQuestion] = []
         self._last_round = -1
@@ -147,6 +153,8 @@ class HeldOutEvaluator(Callback):
 
     def on_run_start(self, env: Any, agents: Mapping[str, Any]) -> None:
         self._agents, self._config = agents, env.config
+        calls = AgentCalls(agents)
+        self._remote = {a for a in agents if calls.is_remote(a)}
         self._questions = held_out_questions(env.config, self.n_questions, self.seed)
         drawn = _task_counts(self._questions)
         self.result = HeldOutResult(tuple(env.possible_agents), [], [],
@@ -180,13 +188,26 @@ class HeldOutEvaluator(Callback):
                 not self.result.rounds or self.result.rounds[-1] != self._last_round):
             self._evaluate(self._last_round)
 
+    def _by_task(self, node: str, round_: int) -> dict[str, float]:
+        """``node``'s scores by task; ``{}`` (NaN) when a remote node's answer cannot be
+        scored: what it sends is untrusted data, and costs only its own evaluation."""
+        assert self._config is not None
+        try:
+            return evaluate_by_task(self._agents[node], self._questions, self._config, round_,
+                                    self.samples)
+        except Exception as error:  # noqa: BLE001 (whatever a remote node's junk raises)
+            if node not in self._remote:
+                raise  # an in-process agent's bug
+            logger.warning("%s: its held-out answer after round %d cannot be scored, it "
+                           "scores NaN: %s: %s", node, round_, type(error).__name__, error)
+            return {}
+
     def _evaluate(self, round_: int) -> None:
         assert self.result is not None and self._config is not None
         counts = _task_counts(self._questions)
         scores, by_task = {}, {}
         for a in self.result.agents:
-            by_task[a] = evaluate_by_task(self._agents[a], self._questions, self._config,
-                                          max(round_, 0), self.samples)
+            by_task[a] = self._by_task(a, max(round_, 0))
             scores[a] = (sum(by_task[a][t] * counts[t] for t in by_task[a])
                          / len(self._questions)) if by_task[a] else float("nan")
         self.result.rounds.append(round_)

@@ -110,8 +110,9 @@ def with_num_external(actions: Mapping[str, Any], num_external: Mapping[str, int
     """A copy of ``actions`` in which each node of ``num_external`` that plays has that J: the
     one place where a ratio policy's J replaces the one its node's agent chose (synchronous and
     asynchronous rounds both call it; the agent's own choice is ignored, and the round's
-    record holds the J the env saw)."""
-    playing = {a: j for a, j in (num_external or {}).items() if actions[a] is not None
+    record holds the J the env saw). Only a mapping gets one: anything else a remote node sent
+    is the runner's screen's to refuse, not an error here."""
+    playing = {a: j for a, j in (num_external or {}).items() if isinstance(actions[a], Mapping)
                and not is_leave(actions[a]) and not is_pending(actions[a])}
     return {a: {**action, "num_external": playing[a]} if a in playing else action
             for a, action in actions.items()}

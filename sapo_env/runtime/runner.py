@@ -181,10 +181,7 @@ def play_round(
     calls = agents if isinstance(agents, AgentCalls) else AgentCalls(agents)
     round_ = env.round
     acted = calls.act({a: observations[a] for a in env.agents})
-    # a policy's J goes only into a mapping: anything else a remote node sent is the screen's
-    # to refuse, not an error here
-    actions = with_num_external(acted, {a: j for a, j in (num_external or {}).items()
-                                        if isinstance(acted[a], Mapping)})
+    actions = with_num_external(acted, num_external)
     refused = (refusals or Refusals()).screen(env, calls, observations, actions)
     observations, rewards, _, _, infos = env.step(actions)
     played = online(rewards, infos)
