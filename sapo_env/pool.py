@@ -132,6 +132,12 @@ class SharedPool:
         """Every group in the pool that ``node`` did not publish (None: all of them)."""
         return self._all.without(node)
 
+    def copied_view(self, copy: Callable[[Group], Group]
+                    ) -> Callable[[str | None], tuple[Group, ...]]:
+        """:meth:`from_others` over ``copy(group)`` of every group, each copied once: what
+        observations show of the pool, none of the pool's own records."""
+        return _Runs(tuple(map(copy, self._all.groups))).without
+
     def candidates_for(self, node: str | None) -> tuple[Group, ...]:
         """Groups that pass the filter and that ``node`` did not publish (None: all of them)."""
         return self._passing.without(node)

@@ -59,6 +59,8 @@ from sapo_env.defenses.packet_schema import admit
 from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.reputation import group_weights, source_reputation
 from sapo_env.defenses.transport_attacks import tamper
+from sapo_env.observations import observe
+from sapo_env.one_at_a_time import Busy, one_at_a_time
 from sapo_env.pool import SharedPool
 from sapo_env.render import LastRound, round_table
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
@@ -73,7 +75,7 @@ from sapo_env.sampling import (
 from sapo_env.scoring.answers import get_extractor
 from sapo_env.scoring.round_scoring import LocalScoring, Scoring, score_round
 from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
-from sapo_env.types import Group, Observation, make_observation
+from sapo_env.types import Group, Observation
 
 
 class SwarmEnv(ParallelEnv):
@@ -99,8 +101,10 @@ class SwarmEnv(ParallelEnv):
         self._keep = get_filter(self.config.filter)
         self._sampler = (None if self.config.external_sampling == "reputation"
                          else get_sampler(self.config.external_sampling))
-        self._verifier = PacketVerifier(self.config) if self.config.verify_packets else None
+        self._verifier = (PacketVerifier(self.config, self._scoring)
+                          if self.config.verify_packets else None)
         self._run: env_state.RunState | None = None  # set by reset()
+        self._busy = Busy()  # step and reset: one at a time (sapo_env.one_at_a_time)
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
         return self._space(self._observation_spaces, spaces.observation_space, agent)
@@ -123,6 +127,7 @@ class SwarmEnv(ParallelEnv):
             return self.config.questions_for(self.config.initial_num_external(agent))
         return len(self._run.drawn[agent])
 
+    @one_at_a_time
     def reset(
         self, seed: int | None = None, options: dict | None = None
     ) -> tuple[dict[str, Observation], dict[str, dict]]:
@@ -165,10 +170,12 @@ class SwarmEnv(ParallelEnv):
             raise RuntimeError("state_dict() called before reset(): call reset() first")
         return env_state.capture(self.config, self.round, self.agents, self._run)
 
+    @one_at_a_time
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return. A live node's
         action may also be ``None`` (offline), ``{"pending": True}`` (still answering) or
-        ``{"leave": True}``; late joiners join (``sapo_env.churn``)."""
+        ``{"leave": True}``; late joiners join (``sapo_env.churn``). A call while another
+        ``step`` or ``reset`` of this env runs raises ``RuntimeError`` (``one_at_a_time``)."""
         if self._run is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
@@ -177,7 +184,8 @@ class SwarmEnv(ParallelEnv):
         playing, absent = churn.split_actions(actions, self.agents)
         parsed = parse_actions(playing, {a: len(run.drawn[a]) for a in self.agents
                                          if a not in absent}, self.config)
-        scores, failures = self._score(parsed)  # node -> (questions, L); node -> by reason
+        spent: dict[str, float] = {}  # one scoring budget a node: its completions, its packets
+        scores, failures = self._score(parsed, spent)  # node -> (questions, L); -> by reason
         empty = np.zeros((0, self.config.completions_per_question), np.float32)
         flat = np.concatenate([*scores.values(), empty])  # every group of the round, in order
         groups = self._groups(parsed, scores, flat)
@@ -185,7 +193,7 @@ class SwarmEnv(ParallelEnv):
         # that raises: then the pools and sampling streams are put back as they were.
         saved = run.sharing_state()
         try:
-            rejected = self._publish(groups, parsed)
+            rejected = self._publish(groups, parsed, spent, failures)
             sampler = self._external_sampler(rejected)
             assemblies = {a: self._assemble(a, groups[a], sampler) for a in parsed}
             infos = self._infos(groups, scores, flat, failures, parsed, assemblies, rejected)
@@ -232,14 +240,14 @@ class SwarmEnv(ParallelEnv):
     def _self_replay(self) -> bool:
         return self.config.external_source == "self_replay"
 
-    def _score(self, parsed: dict[str, ParsedAction]
+    def _score(self, parsed: dict[str, ParsedAction], spent: dict[str, float]
                ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
         """Per node that plays, its (questions, L) verifier scores and its scoring failures
-        counted by reason (``sapo_env.scoring.guard``)."""
+        counted by reason (``sapo_env.scoring.guard``); the seconds it took go to ``spent``."""
         return score_round(
             self._run.drawn, {a: parsed[a].completions for a in parsed}, self._extract,
             self.config.scoring_limits, self.config.completions_per_question, self._scoring,
-            self.config.node_score_budget)
+            self.config.node_score_budget, spent)
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
                 flat: np.ndarray) -> dict[str, list[Group]]:
@@ -255,10 +263,11 @@ class SwarmEnv(ParallelEnv):
             row += len(groups[a])
         return groups
 
-    def _publish(self, groups: dict[str, list[Group]], parsed: dict[str, ParsedAction]
-                 ) -> Counter:
+    def _publish(self, groups: dict[str, list[Group]], parsed: dict[str, ParsedAction],
+                 spent: dict[str, float], failures: dict[str, dict[str, int]]) -> Counter:
         """Send the shared groups (forged on the way by adversaries), pool those that pass the
-        packet schema and verification; the rejected ones counted by source."""
+        packet schema and verification; the rejected ones counted by source. Re-scoring a
+        packet is charged to its sender's budget (``spent``) and failures."""
         c, pool = self.config, self._run.pool
         # a late node's groups older than the pool window are not shared (infos count them)
         built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
@@ -268,7 +277,8 @@ class SwarmEnv(ParallelEnv):
         if self._verifier is not None:
             staying = [g for g in pool.groups if pool.in_window(g["round"], self.round)]
             dealt = {a: [d.question["ref"] for d in self._run.drawn[a]] for a in parsed}
-            sent, failed = self._verifier.screen(sent, built, staying, dealt)
+            sent, failed = self._verifier.screen(sent, built, staying, dealt, spent=spent,
+                                                 failures=failures)
             rejected += failed
         pool.publish(self.round, sent)
         return rejected
@@ -346,16 +356,8 @@ class SwarmEnv(ParallelEnv):
     def _observations(self, nodes: list[str] | None = None) -> dict[str, Observation]:
         """The observations of ``nodes`` (default: the live ones); a node that just left
         gets one with no questions."""
-        c, run = self.config, self._run
-        return {
-            a: make_observation(
-                round=self.round, system_prompt=c.system_prompt,
-                completions_per_question=c.completions_per_question,
-                train_budget=c.train_budget, num_external=run.num_external[a],
-                questions=tuple(d.question for d in run.drawn.get(a, ())),
-                pool=run.pool.from_others(a), batch=run.batches[a])
-            for a in (self.agents if nodes is None else nodes)
-        }
+        return observe(self.config, self._run, self.round,
+                       self.agents if nodes is None else nodes)
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``: a table of the last round (reward, J, batch per node)."""

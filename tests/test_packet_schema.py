@@ -257,9 +257,9 @@ def test_a_replay_of_a_senders_own_group_across_the_pool_window_boundary(monkeyp
 
     screen, shown = PacketVerifier.screen, []
 
-    def spy(self, groups, trusted=(), already=(), dealt=None):
+    def spy(self, groups, trusted=(), already=(), dealt=None, **charged):
         shown.append(list(already))
-        return screen(self, groups, trusted, already, dealt)
+        return screen(self, groups, trusted, already, dealt, **charged)
 
     monkeypatch.setattr(PacketVerifier, "screen", spy)
     monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",

@@ -3,8 +3,9 @@ one, a child process or a Ray worker, and are scored there (``as_jobs``, ``score
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -17,18 +18,28 @@ from sapo_env.tasks import DrawnQuestion, dataset_for
 Job = tuple[Mapping[str, Any], Mapping[str, Any], Sequence[str], int]
 
 
+class Scored(NamedTuple):
+    """One question's verdict."""
+
+    scores: np.ndarray  #: float32, one per completion
+    failures: dict[str, int]  #: its completions' scoring failures by reason
+    seconds: float  #: what scoring it took: what it cost its node's budget
+
 
 def score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
-              extract: AnswerExtractor, limits: ScoringLimits, node_budget: float | None
-              ) -> list[tuple[np.ndarray, dict[str, int]]]:
-    """Each question's (scores, failures), in order; a node's questions share its budget."""
-    budgets: dict[int, ScoreBudget] = {}
+              extract: AnswerExtractor, limits: ScoringLimits,
+              budgets: Sequence[float] | None) -> list[Scored]:
+    """Each question's verdict, in order; the questions of node ``k`` (the job's last item)
+    share its budget, ``budgets[k]`` seconds (None: no budget)."""
+    left: dict[int, ScoreBudget] = {}
     results = []
     for drawn, texts, owner in jobs:
         failures = no_failures()
-        budget = None if node_budget is None else budgets.setdefault(owner,
-                                                                     ScoreBudget(node_budget))
-        results.append((drawn.score(texts, extract, limits, failures, budget), failures))
+        budget = None if budgets is None else left.setdefault(owner,
+                                                              ScoreBudget(budgets[owner]))
+        started = time.monotonic()
+        scores = drawn.score(texts, extract, limits, failures, budget)
+        results.append(Scored(scores, failures, time.monotonic() - started))
     return results
 
 
@@ -40,9 +51,9 @@ def as_jobs(drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]]
 
 
 def score_jobs(jobs: Sequence[Job], extract: AnswerExtractor, limits: ScoringLimits,
-               node_budget: float | None = None) -> list[tuple[np.ndarray, dict[str, int]]]:
+               budgets: Sequence[float] | None = None) -> list[Scored]:
     """What a worker runs: each job's question rebuilt from its ref and entry, then scored
     (a node's questions split over several workers get its budget in each)."""
     return score_all([(DrawnQuestion(question=None, entry=dict(entry), dataset=dataset_for(ref)),
-                        texts, owner) for ref, entry, texts, owner in jobs],
-                      extract, limits, node_budget)
+                       texts, owner) for ref, entry, texts, owner in jobs],
+                     extract, limits, budgets)

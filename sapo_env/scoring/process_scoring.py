@@ -16,6 +16,10 @@ a ``ProcessScoring`` instead (``round_scoring.LocalScoring`` switches by itself)
   score 0 as ``"timeout"`` (as ``"error"`` if the child died by itself), a fresh child is
   started, and the round goes on with the next node. One node cannot stall the round past its
   own budget, nor cost the others their scores.
+- The calls are written to the child's stdin by a writer thread, never by the caller: a child
+  stuck on one node's call stops reading, its pipe fills, and it is the writer that waits
+  on it, while the caller's wait for the answer runs out and the kill comes (a child that
+  does not read within the allowance is killed like one that does not answer).
 - The child (a ``python`` running :func:`serve`, talking over its stdin and stdout) is
   started once and kept; before the timed calls of a round it builds the round's reasoning-
   gym datasets in a call that is not timed, so start-up and dataset generation never count
@@ -43,7 +47,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from sapo_env.scoring.guard import TICK, ScoringLimits, no_failures
-from sapo_env.scoring.jobs import as_jobs, score_jobs
+from sapo_env.scoring.jobs import Scored, as_jobs, score_jobs
 from sapo_env.tasks import dataset_for
 
 logger = logging.getLogger(__name__)
@@ -64,11 +68,10 @@ class ProcessScoring:
         self.used = False  #: whether it has scored anything yet
 
     def score(self, drawn, completions, extract: Any, limits: ScoringLimits,
-              owners: Sequence[int], node_budget: float | None
-              ) -> list[tuple[np.ndarray, dict[str, int]]]:
+              owners: Sequence[int], budgets: Sequence[float] | None) -> list[Scored]:
         self.used = True
         jobs = as_jobs(drawn, completions, owners)
-        if limits.time_limit is None and node_budget is None:  # nothing to enforce
+        if limits.time_limit is None and budgets is None:  # nothing to enforce
             return score_jobs(jobs, extract, limits)
         results: list[Any] = [None] * len(jobs)
         calls = []  # one per node: the positions of its jobs, and the jobs
@@ -81,15 +84,17 @@ class ProcessScoring:
                 # waited for at most its allowance after the one before it.
                 child = self._started([ref for ref, *_ in jobs])
                 for _, mine in calls:
-                    child.send("score", (mine, extract, limits, node_budget))
+                    child.send("score", (mine, extract, limits, budgets))
                 for done, (index, mine) in enumerate(calls):
+                    allowance = _allowance(mine, limits, budgets)
                     try:
-                        scored = child.receive(_allowance(mine, limits, node_budget))
+                        scored = child.receive(allowance)
                     except _ChildFailed as failure:
                         self.close()
                         logger.warning("scoring node %d's completions %s: the scoring process "
                                        "was restarted and they score 0", mine[0][3], failure)
-                        scored = [_failed(texts, failure.reason) for _, _, texts, _ in mine]
+                        scored = [_failed(texts, failure.reason, allowance / len(mine))
+                                  for _, _, texts, _ in mine]
                     for k, result in zip(index, scored):
                         results[k] = result
                     if self._child is None:  # killed: the calls after it go to a new child
@@ -134,14 +139,17 @@ class _ChildFailed(Exception):
 
 class _Child:
     """The child process and its pipes: calls are answered in the order they were sent; a
-    reader thread queues the answers (None when the child's output ends)."""
+    writer thread sends the calls queued for it (None: close the pipe), a reader thread
+    queues the answers (None when the child's output ends)."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from sapo_env.scoring.process_scoring import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.answers: queue.Queue = queue.Queue()
+        self.calls: queue.Queue = queue.Queue()
         threading.Thread(target=self._read_all, daemon=True).start()
+        threading.Thread(target=self._write_all, daemon=True).start()
 
     def _read_all(self) -> None:
         while (answer := _read(self.process.stdout)) is not None:
@@ -149,11 +157,25 @@ class _Child:
         self.answers.put(None)
         self.process.stdout.close()
 
-    def send(self, function: str, args: tuple) -> None:
+    def _write_all(self) -> None:
+        # The only thread that touches stdin: it may wait on a full pipe for as long as the
+        # child does not read, which the kill ends (the write then fails).
+        pipe = self.process.stdin
         try:
-            _write(self.process.stdin, (function, args))
+            while (data := self.calls.get()) is not None:
+                pipe.write(data)
+                pipe.flush()
         except OSError:  # the child is gone; receive says so
             pass
+        finally:
+            try:
+                pipe.close()
+            except OSError:  # what was left in its buffer had nowhere to go
+                pass
+
+    def send(self, function: str, args: tuple) -> None:
+        """Queue a call for the writer thread: returns at once, however full the pipe is."""
+        self.calls.put(_message((function, args)))
 
     def receive(self, timeout: float | None) -> Any:
         try:
@@ -168,27 +190,34 @@ class _Child:
     def kill(self) -> None:
         self.process.kill()  # its output ends, and the reader thread closes it
         self.process.wait()
-        self.process.stdin.close()
+        self.calls.put(None)  # a writer waiting on the pipe has failed already; it closes it
 
 
-def _allowance(jobs: Sequence[Any], limits: ScoringLimits, node_budget: float | None) -> float:
+def _allowance(jobs: Sequence[Any], limits: ScoringLimits,
+               budgets: Sequence[float] | None) -> float:
     """Seconds one node's call may take: its budget, or its completions' time limits."""
-    if node_budget is not None:
-        seconds = node_budget
+    if budgets is not None:
+        seconds = max(budgets[jobs[0][3]], 0.0)
     else:
         seconds = sum(len(texts) for _, _, texts, _ in jobs) * limits.time_limit * (1 + TICK)
     return seconds + KILL_GRACE
 
 
-def _failed(texts: Sequence[str], reason: str) -> tuple[np.ndarray, dict[str, int]]:
+def _failed(texts: Sequence[str], reason: str, seconds: float) -> Scored:
     failures = no_failures()
     failures[reason] = len(texts)
-    return np.zeros(len(texts), dtype=np.float32), failures
+    return Scored(np.zeros(len(texts), dtype=np.float32), failures, seconds)
+
+
+def _message(value: Any) -> bytes:
+    """A message as it goes down a pipe: its length, then its pickle (a call is pickled by the
+    caller, so that a value that cannot be pickled raises there, not in the writer thread)."""
+    data = pickle.dumps(value)
+    return len(data).to_bytes(8, "little") + data
 
 
 def _write(pipe: BinaryIO, message: Any) -> None:
-    data = pickle.dumps(message)
-    pipe.write(len(data).to_bytes(8, "little") + data)
+    pipe.write(_message(message))
     pipe.flush()
 
 

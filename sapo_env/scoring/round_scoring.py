@@ -10,6 +10,10 @@ Per-completion time limits hold in a worker too when Ray runs the task in the wo
 thread (its default); otherwise the guard warns and scores without one
 (``sapo_env.scoring.guard``). A ``Scoring`` is a run-time resource, not a setting: it is an
 argument of the env, not a ``SwarmConfig`` field, and a state or checkpoint does not hold it.
+
+Everything a node's round costs to score goes through one ``Scoring`` and one budget
+(``score_for_nodes``): its own completions (``score_round``), then the packets it sent, which
+receivers re-score (:mod:`sapo_env.defenses.packets`) with what is left of its budget.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 
 from sapo_env.scoring.answers import AnswerExtractor
 from sapo_env.scoring.guard import ScoringLimits, no_failures, timer_works
-from sapo_env.scoring.jobs import as_jobs, score_all, score_jobs
+from sapo_env.scoring.jobs import Scored, as_jobs, score_all, score_jobs
 from sapo_env.scoring.process_scoring import ProcessScoring
 from sapo_env.tasks import DrawnQuestion
 
@@ -30,13 +34,13 @@ logger = logging.getLogger(__name__)
 
 
 class Scoring(Protocol):
-    """Scores many questions' completions; one ``(scores, failures)`` per question, in order.
+    """Scores many questions' completions; one ``Scored`` per question, in order.
     ``owners[k]`` is the index of the node question ``k`` belongs to, whose scoring budget
-    (``node_budget`` seconds, None: none) all its questions share."""
+    (``budgets[owners[k]]`` seconds; ``budgets`` None: no budget) all its questions share."""
 
     def score(self, drawn: Sequence[DrawnQuestion], completions: Sequence[Sequence[str]],
               extract: AnswerExtractor, limits: ScoringLimits, owners: Sequence[int],
-              node_budget: float | None) -> list[tuple[np.ndarray, dict[str, int]]]: ...
+              budgets: Sequence[float] | None) -> list[Scored]: ...
 
     def close(self) -> None:
         """Release what it holds (processes); it can still score after."""
@@ -51,15 +55,15 @@ class LocalScoring:
     def __init__(self) -> None:
         self.isolated = ProcessScoring()
 
-    def score(self, drawn, completions, extract, limits, owners, node_budget):
-        limited = limits.time_limit is not None or node_budget is not None
+    def score(self, drawn, completions, extract, limits, owners, budgets):
+        limited = limits.time_limit is not None or budgets is not None
         if limited and not timer_works():
             if not self.isolated.used:
                 logger.warning("scoring in a child process: the time limits need the main "
-                            "thread's interval timer, which is not available here")
-            return self.isolated.score(drawn, completions, extract, limits, owners, node_budget)
+                               "thread's interval timer, which is not available here")
+            return self.isolated.score(drawn, completions, extract, limits, owners, budgets)
         jobs = [(d, texts, owner) for d, texts, owner in zip(drawn, completions, owners)]
-        return score_all(jobs, extract, limits, node_budget)
+        return score_all(jobs, extract, limits, budgets)
 
     def close(self) -> None:
         self.isolated.close()
@@ -75,7 +79,7 @@ class RayScoring:
         self.num_cpus = num_cpus
         self._task: Any = None
 
-    def score(self, drawn, completions, extract, limits, owners, node_budget):
+    def score(self, drawn, completions, extract, limits, owners, budgets):
         import ray  # the ray extra
 
         if not ray.is_initialized():
@@ -84,7 +88,7 @@ class RayScoring:
             self._task = ray.remote(num_cpus=self.num_cpus)(score_jobs)
         jobs = as_jobs(drawn, completions, owners)
         bounds = np.linspace(0, len(jobs), min(self.workers, len(jobs)) + 1).astype(int)
-        parts = [self._task.remote(jobs[a:b], extract, limits, node_budget)
+        parts = [self._task.remote(jobs[a:b], extract, limits, budgets)
                  for a, b in zip(bounds[:-1], bounds[1:])]
         return [result for part in ray.get(parts) for result in part]
 
@@ -92,26 +96,46 @@ class RayScoring:
         """Nothing to release: Ray owns its workers."""
 
 
+def score_for_nodes(items: Sequence[tuple[str, DrawnQuestion, Sequence[str]]],
+                    extract: AnswerExtractor, limits: ScoringLimits, scoring: Scoring,
+                    node_budget: float | None, spent: dict[str, float] | None = None
+                    ) -> list[Scored]:
+    """Each ``(node, question, completions)``'s verdict, in order, scored by ``scoring``; a
+    node's completions within ``node_budget`` seconds (None: no budget) less what ``spent``
+    says it spent earlier in the round, and the seconds of this call added to ``spent``."""
+    if not items:
+        return []
+    spent = {} if spent is None else spent
+    nodes = list(dict.fromkeys(node for node, _, _ in items))
+    index = {node: k for k, node in enumerate(nodes)}
+    budgets = (None if node_budget is None
+               else [node_budget - spent.get(node, 0.0) for node in nodes])
+    results = scoring.score([d for _, d, _ in items], [texts for _, _, texts in items], extract,
+                            limits, [index[node] for node, _, _ in items], budgets)
+    for (node, _, _), result in zip(items, results):
+        spent[node] = spent.get(node, 0.0) + result.seconds
+    return results
+
+
 def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],
                 completions: Mapping[str, Sequence[Sequence[str]]], extract: AnswerExtractor,
                 limits: ScoringLimits, L: int, scoring: Scoring,
-                node_budget: float | None = None
+                node_budget: float | None = None, spent: dict[str, float] | None = None
                 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
     """Per node of ``completions``: its (questions, L) scores and its scoring failures, each
-    node's completions scored within ``node_budget`` seconds (None: no budget)."""
+    node's completions scored within ``node_budget`` seconds (None: no budget; ``spent``: as
+    in ``score_for_nodes``)."""
     nodes = list(completions)
-    flat_drawn = [d for a in nodes for d in drawn[a]]
-    flat_texts = [texts for a in nodes for texts in completions[a]]
-    owners = [i for i, a in enumerate(nodes) for _ in drawn[a]]
-    results = (scoring.score(flat_drawn, flat_texts, extract, limits, owners, node_budget)
-               if flat_drawn else [])
+    results = score_for_nodes([(a, d, texts) for a in nodes
+                               for d, texts in zip(drawn[a], completions[a])],
+                              extract, limits, scoring, node_budget, spent)
     scores, failures, row = {}, {}, 0
     for a in nodes:
         mine = results[row:row + len(drawn[a])]
         row += len(drawn[a])
-        scores[a] = np.array([s for s, _ in mine], dtype=np.float32).reshape(len(mine), L)
+        scores[a] = np.array([r.scores for r in mine], dtype=np.float32).reshape(len(mine), L)
         failures[a] = no_failures()
-        for _, counts in mine:
-            for reason, k in counts.items():
+        for r in mine:
+            for reason, k in r.failures.items():
                 failures[a][reason] += k
     return scores, failures

@@ -1,0 +1,168 @@
+"""Packet verification is scoring like any other (issue 34, break 3): packets are re-scored on
+the env's scoring path (the guard's limits; the scoring child process off the main thread),
+charged to the budget of the node that sent them, which its own completions share, and their
+timeouts counted. Whatever a node sends, a step costs at most about its budget, from any
+thread."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import sapo_env
+from sapo_env.defenses import transport_attacks
+from sapo_env.defenses.packets import PacketVerifier
+from sapo_env.scoring.rg_fixes import load_reasoning_gym
+from sapo_env.tasks import reference_answer, resolve
+
+HOSTILE = "<answer>1e999999999</answer>"  # coin_flip's scorer takes minutes on it, unbounded
+BUDGET, LIMIT, COPIES = 3.0, 0.5, 2
+SETTINGS = dict(n=3, tasks=[["coin_flip", 1.0, {}]], completions_per_question=4, max_rounds=3,
+                node_score_budget=BUDGET, score_time_limit=LIMIT,
+                adversaries={"node_2": "forge_rewards"})
+
+
+def _slow_packets(group, extract, eps):
+    """From round 1 on, in place of each group, ``COPIES`` packets on its question whose every
+    completion is slow to score, claiming the rewards the scorer gives them (0): only their
+    scoring can reject them."""
+    if group["round"] < 1:
+        return [group]
+    L = len(group["completions"])
+    return [{**group, "id": f"{group['id']}/slow{k}", "completions": (HOSTILE,) * L,
+             "rewards": np.zeros(L, np.float32), "advantages": np.zeros(L, np.float32)}
+            for k in range(COPIES)]
+
+
+def _actions(observations, hostile_answers=()):
+    """Right answers, or the hostile text for the nodes of ``hostile_answers``."""
+    return {a: {"num_external": 4, "completions": [
+        [HOSTILE if a in hostile_answers else
+         f"<answer>{reference_answer(resolve(q['ref']))}</answer>"] * o["completions_per_question"]
+        for q in o["questions"]]} for a, o in observations.items()}
+
+
+def _in_a_thread(call, timeout):
+    """``call()`` in a daemon thread, waited for at most ``timeout`` seconds: its result, or
+    None if it is still running (a step that never ends must not hang the test)."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return out[0] if out else None
+
+
+def _check_round(infos, seconds, packets):
+    assert seconds < BUDGET + 2.0
+    failures = infos["node_2"]["scoring_failures"]
+    # every slow completion was either interrupted or left unscored, and counted
+    assert failures["timeout"] >= 1
+    assert failures["timeout"] + failures["budget"] >= packets * 4
+    assert infos["node_2"]["rejected_groups"] == packets  # "scoring_timeout", each of them
+    for a in ("node_0", "node_1"):
+        assert sum(infos[a]["scoring_failures"].values()) == 0
+        assert infos[a]["rejected_groups"] == 0
+
+
+@pytest.mark.slow
+def test_slow_packets_cost_their_sender_its_budget_in_the_main_thread(monkeypatch):
+    """Unbounded by a budget, the 32 slow completions of node_2's 8 packets cost 0.5 s each
+    (their time limit): 16 s. Charged to node_2's budget, the step takes about 3 s."""
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards", _slow_packets)
+    env = sapo_env.parallel_env(**SETTINGS)
+    observations, _ = env.reset(seed=0)
+    observations, *_ = env.step(_actions(observations))  # round 0: no attack yet
+    packets = COPIES * len(observations["node_2"]["questions"])
+    started = time.perf_counter()
+    observations, _, _, _, infos = env.step(_actions(observations))
+    _check_round(infos, time.perf_counter() - started, packets)
+    assert not any("/slow" in g["id"] for g in observations["node_0"]["pool"])
+
+
+@pytest.mark.slow
+def test_a_nodes_completions_and_packets_share_one_budget(monkeypatch):
+    """node_2 answers with the slow text too: its completions spend its budget, and its
+    packets get what is left (nothing), not a budget of their own (which would make the
+    step last two budgets)."""
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards", _slow_packets)
+    env = sapo_env.parallel_env(**SETTINGS)
+    observations, _ = env.reset(seed=0)
+    observations, *_ = env.step(_actions(observations))
+    packets = COPIES * len(observations["node_2"]["questions"])
+    started = time.perf_counter()
+    _, rewards, _, _, infos = env.step(_actions(observations, hostile_answers=("node_2",)))
+    assert time.perf_counter() - started < BUDGET + 2.0
+    assert rewards["node_2"] == 0.0 and infos["node_2"]["rejected_groups"] == packets
+    failures = infos["node_2"]["scoring_failures"]
+    own = infos["node_2"]["generated_completions"]
+    assert failures["timeout"] + failures["budget"] == own + packets * 4
+
+
+SLEEPY = """
+import time
+from sapo_env.scoring.rg_fixes import load_reasoning_gym
+load_reasoning_gym()
+from reasoning_gym.probability.coin_flip import CoinFlipDataset
+real = CoinFlipDataset.score_answer
+
+def score_answer(self, answer, entry):
+    if answer == "1e999999999":  # asleep, not in C code: the GIL is free, signals get through
+        time.sleep(30)
+        return 0.0
+    return real(self, answer, entry)
+
+CoinFlipDataset.score_answer = score_answer
+"""
+
+
+@pytest.mark.slow
+def test_slow_packets_cost_their_sender_its_budget_from_a_worker_thread(monkeypatch, tmp_path):
+    """From a worker thread the signal timer cannot run: packets were re-scored there with no
+    limit at all. They go to the scoring child process, under node_2's budget, killed at its
+    end at the latest. Here the slow text sleeps 30 s in coin_flip's scorer (a module every
+    Python process of the test loads, the scoring child included), so that the step, were it
+    stuck, would not hold the interpreter's lock and the test can say so. The child is started
+    in round 0 (not timed)."""
+    (tmp_path / "sitecustomize.py").write_text(SLEEPY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    load_reasoning_gym()
+    from reasoning_gym.probability.coin_flip import CoinFlipDataset
+
+    monkeypatch.setattr(CoinFlipDataset, "score_answer", CoinFlipDataset.score_answer)
+    exec(SLEEPY, {})  # this process too (where the step ran its packets' scoring), undone after
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards", _slow_packets)
+    env = sapo_env.parallel_env(**SETTINGS)
+    observations, _ = env.reset(seed=0)
+    step = _in_a_thread(lambda: env.step(_actions(observations)), 120)  # starts the child
+    assert step is not None
+    observations = step[0]
+    packets = COPIES * len(observations["node_2"]["questions"])
+    started = time.perf_counter()
+    step = _in_a_thread(lambda: env.step(_actions(observations)), BUDGET + 2.0)
+    seconds = time.perf_counter() - started
+    assert step is not None, f"the step was still running after {seconds:.1f} s"
+    _check_round(step[4], seconds, packets)
+    env.close()
+
+
+def test_a_packet_left_unscored_is_rejected_as_scoring_timeout():
+    """Its completions time out: scored 0, as it claims, but unverified, so refused."""
+    env = sapo_env.parallel_env(n=2, tasks=[["coin_flip", 1.0, {}]], completions_per_question=2,
+                                score_time_limit=0.1, node_score_budget=0.3)
+    observations, _ = env.reset(seed=0)
+    observations, *_ = env.step(_actions(observations))
+    group = observations["node_0"]["pool"][0]
+    slow = {**group, "completions": (HOSTILE,) * 2, "rewards": np.zeros(2, np.float32),
+            "advantages": np.zeros(2, np.float32)}
+    verifier = PacketVerifier(env.config)
+    assert verifier.check(group) is None
+    assert verifier.check(slow) == "scoring_timeout"
+    failures: dict = {}
+    accepted, rejected = verifier.screen([slow, group], failures=failures)
+    assert accepted == [group] and rejected == {group["source"]: 1}
+    assert failures[group["source"]]["timeout"] >= 1
