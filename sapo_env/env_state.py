@@ -2,8 +2,9 @@
 ``SwarmEnv.reset(options={"state": state})``.
 
 A state is a dict of plain values only (dicts, lists, tuples, str, int, float, bool, None, numpy
-arrays and numpy bit-generator states, no live objects), so it pickles, survives a pickle round
-trip, and can be written to disk and restored in another process. Restoring it gives back the
+arrays and numpy bit-generator states, no live objects), so it survives a round trip through
+``sapo_env.runtime.plain_data`` (the checkpoints' format, which reading cannot turn into code)
+and can be written to disk and restored in another process. Restoring it gives back the
 observations of the moment it was taken, and stepping on from there gives exactly what the
 uninterrupted env gives, bit for bit.
 
@@ -39,10 +40,11 @@ env as it was.
 
 Example::
 
-    >>> import pickle, sapo_env
+    >>> import sapo_env
+    >>> from sapo_env.runtime import plain_data
     >>> env = sapo_env.parallel_env(n=2, max_rounds=5)
     >>> observations, infos = env.reset(seed=0)
-    >>> state = pickle.loads(pickle.dumps(env.state_dict()))
+    >>> state = plain_data.decode(plain_data.encode(env.state_dict()))
     >>> again = sapo_env.parallel_env(n=2, max_rounds=5)
     >>> restored, _ = again.reset(options={"state": state})
     >>> restored["node_0"]["questions"] == observations["node_0"]["questions"]
