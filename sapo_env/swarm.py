@@ -55,10 +55,9 @@ from pettingzoo.utils import parallel_to_aec, wrappers
 from sapo_env import churn, env_state, spaces
 from sapo_env.actions import ParsedAction, parse_actions
 from sapo_env.config import SwarmConfig
-from sapo_env.defenses.packet_schema import admit
 from sapo_env.defenses.packets import PacketVerifier
+from sapo_env.defenses.publication import PacketFate, publish_round
 from sapo_env.defenses.reputation import group_weights, source_reputation
-from sapo_env.defenses.transport_attacks import tamper
 from sapo_env.observations import observe
 from sapo_env.one_at_a_time import Busy, one_at_a_time
 from sapo_env.pool import SharedPool
@@ -105,6 +104,8 @@ class SwarmEnv(ParallelEnv):
                           if self.config.verify_packets else None)
         self._run: env_state.RunState | None = None  # set by reset()
         self._busy = Busy()  # step and reset: one at a time (sapo_env.one_at_a_time)
+        #: every packet of the last step and its fate (``sapo_env.defenses.publication``)
+        self.last_packets: tuple[PacketFate, ...] = ()
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Dict:
         return self._space(self._observation_spaces, spaces.observation_space, agent)
@@ -137,6 +138,7 @@ class SwarmEnv(ParallelEnv):
         that moment's observations; stepping on is exact. A state from another config, or
         malformed, raises ``ValueError`` and leaves the env as it was
         (:mod:`sapo_env.env_state`). Other options are ignored, as Gymnasium's envs do."""
+        self.last_packets = ()
         if options and "state" in options:
             if seed is not None:
                 raise ValueError(f"reset got seed={seed!r} and a state: the state holds its "
@@ -193,7 +195,7 @@ class SwarmEnv(ParallelEnv):
         # that raises: then the pools and sampling streams are put back as they were.
         saved = run.sharing_state()
         try:
-            rejected = self._publish(groups, parsed, spent, failures)
+            rejected, packets = self._publish(groups, parsed, spent, failures)
             sampler = self._external_sampler(rejected)
             assemblies = {a: self._assemble(a, groups[a], sampler) for a in parsed}
             infos = self._infos(groups, scores, flat, failures, parsed, assemblies, rejected)
@@ -205,6 +207,7 @@ class SwarmEnv(ParallelEnv):
         # A node that answered nothing (J = train_budget) earned nothing this round.
         rewards = {a: float(scores[a].mean()) if scores[a].size else 0.0 for a in parsed}
         run.batches = {a: assemblies[a].batch if a in parsed else () for a in self.possible_agents}
+        self.last_packets = packets
         run.last_round = LastRound(self.round, len(run.pool), dict(rewards),  # who played
                                    dict(run.num_external), assemblies)
         # a pending node keeps its questions (and their round); any other gives them up
@@ -264,24 +267,19 @@ class SwarmEnv(ParallelEnv):
         return groups
 
     def _publish(self, groups: dict[str, list[Group]], parsed: dict[str, ParsedAction],
-                 spent: dict[str, float], failures: dict[str, dict[str, int]]) -> Counter:
+                 spent: dict[str, float], failures: dict[str, dict[str, int]]
+                 ) -> tuple[Counter, tuple[PacketFate, ...]]:
         """Send the shared groups (forged on the way by adversaries), pool those that pass the
-        packet schema and verification; the rejected ones counted by source. Re-scoring a
-        packet is charged to its sender's budget (``spent``) and failures."""
-        c, pool = self.config, self._run.pool
+        packet schema and verification: the rejected ones counted by sender, and each packet's
+        fate (``sapo_env.defenses.publication``). Re-scoring a packet is charged to its
+        sender's budget (``spent``) and failures."""
+        pool = self._run.pool
         # a late node's groups older than the pool window are not shared (infos count them)
         built = [g for a in parsed for g, s in zip(groups[a], parsed[a].share)
                  if s and pool.in_window(g["round"], self.round)]
-        sent, rejected = admit(tamper(built, c.adversaries, self._extract, c.advantage_eps),
-                               built, self.round, c)
-        if self._verifier is not None:
-            staying = [g for g in pool.groups if pool.in_window(g["round"], self.round)]
-            dealt = {a: [d.question["ref"] for d in self._run.drawn[a]] for a in parsed}
-            sent, failed = self._verifier.screen(sent, built, staying, dealt, spent=spent,
-                                                 failures=failures)
-            rejected += failed
-        pool.publish(self.round, sent)
-        return rejected
+        dealt = {a: [d.question["ref"] for d in self._run.drawn[a]] for a in parsed}
+        return publish_round(built, self.round, self.config, pool, self._extract,
+                             self._verifier, dealt, spent, failures)
 
     def _external_sampler(self, rejected: Counter) -> ExternalSampler:
         """This round's sampler: the config's, with reputations and per-source caps."""

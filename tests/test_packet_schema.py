@@ -255,13 +255,13 @@ def test_a_replay_of_a_senders_own_group_across_the_pool_window_boundary(monkeyp
             return [group, {**kept[0], "id": f"node_2/replay/r{group['round']}"}]
         return [group]
 
-    screen, shown = PacketVerifier.screen, []
+    verdicts, shown = PacketVerifier.verdicts, []  # what the env's publication asks
 
     def spy(self, groups, trusted=(), already=(), dealt=None, **charged):
         shown.append(list(already))
-        return screen(self, groups, trusted, already, dealt, **charged)
+        return verdicts(self, groups, trusted, already, dealt, **charged)
 
-    monkeypatch.setattr(PacketVerifier, "screen", spy)
+    monkeypatch.setattr(PacketVerifier, "verdicts", spy)
     monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",
                         lambda group, extract, eps: replay_own(group))
     env = sapo_env.parallel_env(n=3, max_rounds=3, pool_window=2,

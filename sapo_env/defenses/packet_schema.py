@@ -73,22 +73,26 @@ _REF_FIELDS = frozenset(("task", "config", "seed", "index"))
 def admit(sent: Sequence[tuple[str, Any]], built: Sequence[Group], round_: int,
           config: SwarmConfig) -> tuple[list[Group], Counter]:
     """The packets of a round as received, each a ``(sender, value)`` pair (the node the
-    transport got it from, and what it sent): the env's own groups (``built``, by identity)
-    unchanged when their sender is their source, every other value through :func:`receive`;
-    the rejected ones counted by their sender."""
-    own = {id(g) for g in built}
+    transport got it from, and what it sent): the admitted ones (:func:`receive_each`), in
+    order, and the rejected ones counted by their sender."""
     admitted: list[Group] = []
     rejected: Counter = Counter()
-    for sender, value in sent:
-        if id(value) in own and value["source"] == sender:
-            admitted.append(value)
-            continue
-        group = receive(sender, value, round_, config)
+    for (sender, _), group in zip(sent, receive_each(sent, built, round_, config)):
         if isinstance(group, str):
             rejected[sender] += 1
         else:
             admitted.append(group)
     return admitted, rejected
+
+
+def receive_each(sent: Sequence[tuple[str, Any]], built: Sequence[Group], round_: int,
+                 config: SwarmConfig) -> list[Group | str]:
+    """What each of :func:`admit`'s ``(sender, value)`` packets becomes, in order: the env's own
+    groups (``built``, by identity) unchanged when their sender is their source, every other
+    value through :func:`receive` (a validated group, or the reason it is refused)."""
+    own = {id(g) for g in built}
+    return [value if id(value) in own and value["source"] == sender
+            else receive(sender, value, round_, config) for sender, value in sent]
 
 
 def receive(sender: str, value: Any, round_: int, config: SwarmConfig) -> Group | str:

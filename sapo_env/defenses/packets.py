@@ -210,6 +210,22 @@ class PacketVerifier:
         rejection and its re-scoring are charged to: ``spent`` holds the seconds each node
         has spent on scoring this round and ``failures`` its scoring failures by reason, and
         this adds to both (:func:`sapo_env.scoring.round_scoring.score_for_nodes`)."""
+        reasons = self.verdicts(groups, trusted, already, dealt, spent=spent, failures=failures)
+        accepted, rejected = [], Counter()
+        for group, reason in zip(groups, reasons):
+            if reason is None:
+                accepted.append(group)
+            else:
+                rejected[str(_claimed_source(group))] += 1
+        return accepted, rejected
+
+    def verdicts(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
+                 already: Iterable[Group] = (),
+                 dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None = None, *,
+                 spent: dict[str, float] | None = None,
+                 failures: dict[str, dict[str, int]] | None = None) -> list[str | None]:
+        """:meth:`screen`'s verdict on each group, in order: None when it passes, else the
+        reason (of ``REJECT_REASONS``) it is rejected."""
         trusted_ids = {id(g) for g in trusted}
         if dealt is not None:
             dealt = {a: {ref_key(r) for r in refs} for a, refs in dealt.items()}
@@ -240,13 +256,7 @@ class PacketVerifier:
             reasons[k] = "duplicate" if verdict is None and keys[k] in seen else verdict
             if verdict is None:
                 seen.add(keys[k])
-        accepted, rejected = [], Counter()
-        for group, sender, reason in zip(groups, senders, reasons):
-            if reason is None:
-                accepted.append(group)
-            else:
-                rejected[str(sender)] += 1
-        return accepted, rejected
+        return reasons
 
 
 def _claimed_source(group: Any) -> Any:
