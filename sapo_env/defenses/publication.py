@@ -75,7 +75,7 @@ class PacketFate:
     claimed); the pool's own read-only record when accepted. None when refused before."""
     raw: str | None = None
     """Only where ``group`` is None: at most ``RAW_CHARS`` of the ``repr`` of what was sent
-    (``"<unreadable>"`` when even that raises), for the record; never parsed."""
+    (:func:`safe_repr`), for the record; never parsed."""
 
     @property
     def accepted(self) -> bool:
@@ -83,9 +83,10 @@ class PacketFate:
 
 
 def safe_repr(value: Any) -> str:
-    """At most ``RAW_CHARS`` of ``value``'s ``repr``, whatever ``value`` is: strings and
-    containers are cut before they are turned into text (a 10 MB completion costs no more than
-    a short one), and a ``repr`` that raises gives ``"<unreadable>"``."""
+    """At most ``RAW_CHARS`` of ``value``'s ``repr`` (``reprlib``'s), whatever ``value`` is:
+    strings and containers are cut before they are turned into text (a 10 MB completion costs
+    no more than a short one), an object whose ``repr`` raises is named by its class, and
+    anything else that raises gives ``"<unreadable>"``."""
     try:
         text = _RAW.repr(value)
     except Exception:  # noqa: BLE001 (a hostile object's repr may raise anything)
