@@ -41,9 +41,10 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     helps them (measured: docs/ratio-policies.md). Models a node that shares rollouts chosen
     to mislead; what limits it is how much of the pool a node takes (J).
 ``scoring_dos``
-    every completion is an answer built to be as slow to score as possible (``SLOW_ANSWERS``:
-    an exponent of a billion digits, power towers, nesting just under the answer size limit,
-    huge integers, long fractions), to stall the round for everyone. What stops it: the env's
+    every completion is an answer built to be as slow to score as possible (``SLOW_ANSWERS``,
+    shared with the transport attack ``slow_packets``: an exponent of a billion digits, power
+    towers, nesting just under the answer size limit, huge integers, long fractions), to stall
+    the round for everyone. What stops it: the env's
     scoring guard (:mod:`sapo_env.scoring.guard`): the safe parsers bound numbers before
     computing them, deep nesting fails as ``recursion``, each completion has a time limit
     (``timeout``) and each node a scoring budget per round (``budget``,
@@ -76,7 +77,7 @@ import numpy as np
 from agents.injection import INJECTED_LINE
 from agents.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
 from agents.wrapper import AgentWrapper
-from sapo_env.defenses.transport_attacks import adversary_nodes
+from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, adversary_nodes
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation
 
@@ -84,12 +85,6 @@ AgentAttack = Literal["garbage", "wrong_answers", "free_rider", "poison", "misle
                       "scoring_dos"]
 AGENT_ATTACKS: tuple[str, ...] = ("garbage", "wrong_answers", "free_rider", "poison",
                                   "misleading", "scoring_dos")
-SLOW_ANSWERS: tuple[str, ...] = (
-    "1e999999999", "9**9**9**9", "10^10^10^10", "(" * 1000 + "1" + ")" * 1000,
-    "[" * 1000 + "]" * 1000, "9" * 2000, "1/" * 1000 + "1", "sqrt(" * 340 + "2" + ")" * 340,
-    "-(" * 680 + "1" + ")" * 680, "2**(2**(2**(2**(2**64))))", "A or " * 400 + "B")
-"""``scoring_dos``'s answers, each within the default ``max_answer_chars`` (2048) so that it is
-parsed: the kinds of input that cost naive scorers seconds, gigabytes or the stack."""
 HUGE_COMPLETION_CHARS = 4000  #: ``garbage``'s longest text (the env's default limit: 16,384)
 _PRINTABLE = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 .,;:!?()[]{}<>/=+-*\n"))
 _ODD = np.array(list("\u00e9\u00df\u2200\u2227\u00ac\u2192\u00bd\u03c0\u4e2d\t\u200b\U0001f916"))

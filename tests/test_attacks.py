@@ -531,7 +531,7 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
     assert summary["jobs"] == 1 and set(summary["settings"]) == {
         "out", "attacks", "fractions", "ablation", "ablation_fraction", "seeds", "base_seed",
         "rounds", "n_agents", "jobs", "ray", "resume", "plots", "progress", "quick",
-        "defenses", "targets"}
+        "defenses", "targets", "attack_env"}
     expected = [dataclasses.asdict(c) for c in summarise(config, cells)]
     assert json.dumps(summary["cells"]) == json.dumps(expected, default=str)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
-TransportAttack = Literal["forge_rewards", "forge_metadata", "duplicate_spam", "replay", "flood",
-                          "sybil", "held_out", "future_round", "malformed", "impersonation",
-                          "framing"]
+TransportAttack = Literal["forge_rewards", "forge_metadata", "duplicate_spam", "slow_packets",
+                          "replay", "flood", "sybil", "held_out", "future_round", "malformed",
+                          "impersonation", "framing"]
 TRANSPORT_ATTACK_NAMES: tuple[str, ...] = get_args(TransportAttack)
 """Every attack ``SwarmConfig.adversaries`` may name."""
 

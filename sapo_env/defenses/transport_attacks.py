@@ -31,6 +31,16 @@ Attacks (``TRANSPORT_ATTACK_NAMES``: the per-group ``TRANSPORT_ATTACKS``, then t
     every group is published ``SPAM_COPIES`` times, the copies under new ids
     (``node_3/r12/q0/copy1`` ...): the spammer floods the pool, so receivers draw its groups
     instead of the others'. Stopped by verify (``duplicate``).
+``slow_packets``
+    in place of each of its groups, ``SLOW_COPIES`` copies (new ids) whose completions are
+    answers built to be as slow to score as possible (``SLOW_ANSWERS``, in turn, in
+    ``<answer>`` tags), claiming the group's rewards: each copy is true in every field a cheap
+    check reads, so all reach re-scoring (a rejected copy makes no other a duplicate), made to
+    eat the verifier's time. Stopped by verify within the sender's budget: re-scoring a packet
+    is charged to its sender's ``node_score_budget``, and what that does not cover is rejected
+    (``scoring_timeout``, the sender's ``scoring_failures["budget"]``), so each slow sender
+    costs a step at most its budget. A copy re-scored in time is rejected as ``rewards`` (its
+    answers score 0), or, claiming a group's all-0 rewards, passes once (then ``duplicate``).
 ``replay``
     the node sends nothing of its own: it republishes every other node's group of the round,
     as it received them, under its own name and new ids (``node_9/replay/node_0/r3/q1``).
@@ -90,12 +100,12 @@ each adversary's groups what its attack returns (any values: a hostile machine s
 likes), each paired with the node that sent it (:data:`Sent`: what a transport knows,
 whatever a packet claims; :func:`sapo_env.defenses.packet_schema.admit` takes these pairs). An
 attack takes one of two forms: a :data:`GroupAttack` of ``TRANSPORT_ATTACKS`` rewrites each
-group on its own (``forge_rewards``, ``forge_metadata``, ``duplicate_spam``); a
-:data:`NodeAttack` of ``NODE_ATTACKS`` is called once with all the node's groups of the round
-and what it received from the others (the same round's groups of every other node). A node
-that shares nothing this round sends nothing. Attacks are deterministic: ``flood`` draws its
-questions from a generator seeded by the round and the node's name, so runs stay
-reproducible.
+group on its own (``forge_rewards``, ``forge_metadata``, ``duplicate_spam``,
+``slow_packets``); a :data:`NodeAttack` of ``NODE_ATTACKS`` is called once with all the node's
+groups of the round and what it received from the others (the same round's groups of every
+other node). A node that shares nothing this round sends nothing. Attacks are deterministic:
+``flood`` draws its questions from a generator seeded by the round and the node's name, so
+runs stay reproducible.
 
 What a transport adversary cannot do here: read the pool beyond the round it is sent in (a
 replay of older rounds meets the same ``not_dealt`` check), or change what it trains on
@@ -144,6 +154,16 @@ SYBILS = 3  #: made-up names under which ``sybil`` sends each of its groups agai
 ABSURD_ROUNDS: tuple[Any, ...] = (-1, 2**63, 10**18, 1.5, float("inf"))
 """The rounds ``future_round``'s copies claim (its originals claim ``10**9``)."""
 HELD_OUT_QUESTIONS = 64  #: held-out questions ``held_out`` cycles through
+SLOW_COPIES = 64
+"""Copies of each group ``slow_packets`` sends: 2,048 slow answers a round at 4 questions of 8
+completions, about 1 s to re-score in full (0.56 ms an answer over the paper's nine tasks)."""
+SLOW_ANSWERS: tuple[str, ...] = (
+    "1e999999999", "9**9**9**9", "10^10^10^10", "(" * 1000 + "1" + ")" * 1000,
+    "[" * 1000 + "]" * 1000, "9" * 2000, "1/" * 1000 + "1", "sqrt(" * 340 + "2" + ")" * 340,
+    "-(" * 680 + "1" + ")" * 680, "2**(2**(2**(2**(2**64))))", "A or " * 400 + "B")
+"""Answers built to be slow to score (``slow_packets``' and ``agents.adversarial``'s
+``scoring_dos``), each within the default ``max_answer_chars`` (2048) so that it is parsed:
+the kinds of input that cost naive scorers seconds, gigabytes or the stack."""
 FRAMING_JUNK = 1000
 """Junk packets ``{"source": victim}`` ``framing`` sends a round (the red team's count)."""
 Sent = tuple[str, Any]
@@ -227,6 +247,14 @@ def forge_metadata(group: Group, extract: AnswerExtractor, eps: float) -> list[G
 def duplicate_spam(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
     """The group and ``SPAM_COPIES - 1`` copies under new ids."""
     return [group] + [{**group, "id": f"{group['id']}/copy{k}"} for k in range(1, SPAM_COPIES)]
+
+
+def slow_packets(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
+    """``SLOW_COPIES`` copies of the group, its completions ``SLOW_ANSWERS`` in turn."""
+    L = len(group["completions"])
+    return [{**group, "id": f"{group['id']}/slow{k}", "completions": tuple(
+        f"<answer>{SLOW_ANSWERS[(k * L + j) % len(SLOW_ANSWERS)]}</answer>" for j in range(L))}
+        for k in range(SLOW_COPIES)]
 
 
 def replay(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
@@ -337,6 +365,7 @@ TRANSPORT_ATTACKS: dict[str, GroupAttack] = {
     "forge_rewards": forge_rewards,
     "forge_metadata": forge_metadata,
     "duplicate_spam": duplicate_spam,
+    "slow_packets": slow_packets,
 }
 NODE_ATTACKS: dict[str, NodeAttack] = {
     "replay": replay,

@@ -1,11 +1,11 @@
 """``sapo-env attack``: hostile nodes against a swarm of simulated learners, with and without
 defenses.
 
-Sixteen attacks (forged rewards, forged metadata, duplicate spam, replays, floods of
-self-chosen questions, sybils, held-out questions, absurd rounds, malformed packets,
-impersonation by name and framing on the wire; garbage text, confident wrong answers, free
-riding, poisoned completions and answers slow to score as agents) by 10, 30 and 50% of the
-nodes, against no defense, every defense
+Eighteen attacks (forged rewards, forged metadata, duplicate spam, packets slow to
+re-verify, replays, floods of self-chosen questions, sybils, held-out questions, absurd rounds,
+malformed packets, impersonation by name and framing on the wire; garbage text, confident wrong
+answers, free riding, poisoned completions and answers slow to score as agents; plain-data
+junk from remote nodes) by 10, 30 and 50% of the nodes, against no defense, every defense
 (packet verification, reputation-weighted sampling, a per-source cap, the learners'
 log-probability check) and each defense alone.
 Reported: the honest nodes' cumulative reward with its 95% CI and as a share of the clean

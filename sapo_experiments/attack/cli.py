@@ -39,10 +39,10 @@ def config_from_args(args: argparse.Namespace) -> AttackConfig:
         **({"attacks": tuple(args.attacks)} if args.attacks else {}))
 
 
-HELP = ("hostile nodes (16 attacks: forged, replayed, flooded, sybil, held-out, absurd-round, "
-        "malformed, impersonating and framing packets, spam, garbage, wrong answers, free "
-        "riders, poison, answers slow to score) against the defenses, with simulated learners: "
-        "a table and a figure (sapo_experiments.attack)")
+HELP = ("hostile nodes (18 attacks: forged, slow, replayed, flooded, sybil, held-out, "
+        "absurd-round, malformed, impersonating and framing packets, spam, garbage, wrong "
+        "answers, free riders, poison, answers slow to score, remote nodes' junk) against the "
+        "defenses, with simulated learners: a table and a figure (sapo_experiments.attack)")
 DESCRIPTION = "Hostile nodes against simulated learners, with and without defenses."
 COMMAND = sweep_cli.SweepCommand(
     "attack", HELP, DESCRIPTION, add_arguments, config_from_args, attack)

@@ -4,12 +4,20 @@ Every run is one swarm of simulated learners under the paper's protocol (every h
 4/4) in which the last ``round(fraction * n)`` nodes attack (``sapo_env.defenses.transport_attacks``
 picks them); the others are the honest nodes whose reward is measured.
 
-Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``, ``replay``,
-``flood``, ``sybil``, ``held_out``, ``future_round``, ``malformed``, ``impersonation`` and
-``framing`` are forged packets (``SwarmConfig.adversaries``,
-:mod:`sapo_env.defenses.transport_attacks`, whose docstring says what each models and what
-stops it); ``garbage``, ``wrong_answers``, ``free_rider``, ``poison`` and
-``scoring_dos`` are agents (:mod:`agents.adversarial`), a free rider at J = 8 from round 0.
+Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``,
+``slow_packets``, ``replay``, ``flood``, ``sybil``, ``held_out``, ``future_round``,
+``malformed``, ``impersonation`` and ``framing`` are forged packets
+(``SwarmConfig.adversaries``, :mod:`sapo_env.defenses.transport_attacks`, whose docstring says
+what each models and what stops it); ``garbage``, ``wrong_answers``, ``free_rider``,
+``poison`` and ``scoring_dos`` are agents (:mod:`agents.adversarial`), a free rider at J = 8
+from round 0; ``remote_junk``'s adversaries are remote nodes that send plain data the env
+refuses (``REMOTE_ATTACKS``, :mod:`agents.remote_junk`), screened by the runner.
+
+``ATTACK_ENV`` are env settings an attack's runs add, with and without defenses:
+``slow_packets`` runs give every node a scoring budget of ``SLOW_PACKETS_BUDGET`` a round
+(the env's default ``node_score_budget`` is 10 s). Each slow sender spends its whole budget
+every round it is verified, so at 10 s the attack's 18 runs would take about 12 hours; an
+honest node here spends at most 5 ms a round scoring, within either budget.
 
 Defenses (``DEFENSES``), each a set of switches:
 
@@ -39,10 +47,16 @@ from sapo_env.defenses.transport_attacks import TRANSPORT_ATTACK_NAMES, adversar
 from sapo_env.validation import check_int
 from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key
 
-ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam", "replay",
-                            "flood", "sybil", "held_out", "future_round", "malformed",
-                            "impersonation", "framing", "garbage", "wrong_answers", "free_rider",
-                            "poison", "scoring_dos")
+ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam",
+                            "slow_packets", "replay", "flood", "sybil", "held_out",
+                            "future_round", "malformed", "impersonation", "framing", "garbage",
+                            "wrong_answers", "free_rider", "poison", "scoring_dos",
+                            "remote_junk")
+REMOTE_ATTACKS = ("remote_junk",)  #: attacks by remote nodes (``agents.remote_junk``)
+SLOW_PACKETS_BUDGET = 0.25  #: seconds of scoring a node gets a round in ``slow_packets`` runs
+ATTACK_ENV: dict[str, dict[str, Any]] = {
+    "slow_packets": {"node_score_budget": SLOW_PACKETS_BUDGET}}
+"""Env settings an attack's runs add (see the module docstring)."""
 CLEAN = "clean"  #: the attack label of the swarm without adversaries
 ABSENT = "absent"
 """The attack label of the honest nodes alone: the adversaries' places left empty (a swarm of
@@ -130,7 +144,8 @@ class AttackConfig(SweepConfig):
         return [RunSpec(a, f, d, k, self) for a, f, d in cells for k in range(self.seeds)]
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "defenses": DEFENSES, "targets": TARGETS}
+        return {**super().settings(), "defenses": DEFENSES, "targets": TARGETS,
+                "attack_env": ATTACK_ENV}
 
 
 @dataclass(frozen=True)
@@ -152,6 +167,11 @@ class RunSpec(RunSpecBase):
         """Whether the attack forges packets (an env setting) rather than text (agents)."""
         return self.attack in TRANSPORT_ATTACK_NAMES
 
+    @property
+    def remote(self) -> bool:
+        """Whether the adversaries are remote nodes the runner screens."""
+        return self.attack in REMOTE_ATTACKS
+
     def adversaries(self) -> list[str]:
         """The adversarial nodes (for ``ABSENT``: the nodes left out)."""
         return [] if self.attack == CLEAN else adversary_nodes(self.config.n_agents,
@@ -164,4 +184,6 @@ class RunSpec(RunSpecBase):
         return run_key({"attack": self.attack, "fraction": self.fraction,
                         "defense": DEFENSES[self.defense], "seed": self.seed_index,
                         "base_seed": c.base_seed, "rounds": c.rounds, "n_agents": c.n_agents,
-                        "learner": repr(SimulatedLearnerConfig())})
+                        "learner": repr(SimulatedLearnerConfig()),
+                        **({"env": ATTACK_ENV[self.attack]} if self.attack in ATTACK_ENV
+                           else {})})

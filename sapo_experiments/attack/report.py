@@ -7,7 +7,8 @@ share of the honest nodes' completions that carry the poisoner's injected line o
 tenth of the rounds (attack success); the groups verification rejected per round; the share
 of the honest nodes' external groups that came from adversaries (or names that are no honest
 node's); the completions whose scoring ran out of time or budget per round; and the slowest
-round's wall time (no attack may stall a run).
+round's wall time (no attack may stall a run); and the remote nodes' actions the runner
+refused.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from sapo_experiments.attack.config import ABSENT, ATTACKS, CLEAN, DEFENSES, AttackConfig
+from sapo_experiments.attack.config import (
+    ABSENT,
+    ATTACKS,
+    CLEAN,
+    DEFENSES,
+    REMOTE_ATTACKS,
+    AttackConfig,
+)
 from sapo_experiments.reproduce.report import format_value, mean_ci
 
 GOAL = 0.9  #: honest nodes keep this share of their clean cumulative reward
@@ -45,6 +53,8 @@ class Cell:
     stalled_per_round: float = float("nan")
     """Completions per round, swarm-wide, whose scoring hit the time limit or the budget."""
     slowest_round: float = float("nan")  #: the longest round's wall time over seeds, seconds
+    refused_per_run: float = float("nan")
+    """Remote nodes' actions the runner refused in a run (each cost its node the round)."""
 
 
 def _honest_cumulative(run: Mapping[str, Any], nodes: Sequence[str]) -> float:
@@ -85,7 +95,9 @@ def _watched(rs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         return {}
     return {"hostile_share": float(np.mean([np.nanmean(r["hostile_share"]) for r in rs])),
             "stalled_per_round": float(np.mean([r["scoring_stalled"].mean() for r in rs])),
-            "slowest_round": float(max(r["round_seconds"].max() for r in rs))}
+            "slowest_round": float(max(r["round_seconds"].max() for r in rs)),
+            **({"refused_per_run": float(np.mean([r["refused"].sum() for r in rs]))}
+               if all("refused" in r for r in rs) else {})}
 
 
 def _pct(cell: Cell | None) -> str:
@@ -147,6 +159,14 @@ def format_markdown(cells: Sequence[Cell], config: AttackConfig) -> str:
             + " | ".join(f"{at[(a, f, d)].stalled_per_round:.1f}" for d in ("none", "all"))
             + " | " + " | ".join(f"{at[(a, f, d)].slowest_round:.1f} s" for d in ("none", "all"))
             + " |" for a in watched]
+    remote = [(a, d) for a in attacks if a in REMOTE_ATTACKS for d in ("none", "all")
+              if (a, f, d) in at]
+    if remote:
+        lines += ["", f"At {round(100 * f)}% adversaries, the remote nodes' actions the runner "
+                  "refused a run (each cost its sender the round; a node refused 3 rounds in a "
+                  "row is removed): " + ", ".join(
+                      f"{a}, {d}: {at[(a, f, d)].refused_per_run:.1f}" for a, d in remote)
+                  + "."]
     absent = at.get((ABSENT, config.ablation_fraction, "none"))
     if absent is not None:
         lines += ["", f"The honest nodes alone (the {round(100 * absent.fraction)}% adversaries' "

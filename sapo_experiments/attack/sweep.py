@@ -13,6 +13,7 @@ import numpy as np
 
 from sapo_experiments.attack.config import (
     ABSENT,
+    ATTACK_ENV,
     DEFENSES,
     HONEST_J,
     LEARNER_SWITCHES,
@@ -40,10 +41,12 @@ def compute(spec: RunSpec) -> RunFile:
     """Run one swarm; its file holds per-round rewards, the honest nodes' share of completions
     carrying the injected line, the groups verification rejected, the share of the honest
     nodes' external groups that came from another source than an honest node, the completions
-    whose scoring ran out of time or budget, and each round's wall time."""
+    whose scoring ran out of time or budget, the remote nodes' actions the runner refused, and
+    each round's wall time."""
     import sapo_env.runtime
     from agents.adversarial import adversarial_swarm
     from agents.injection import carries
+    from agents.remote_junk import remote_junk_swarm
     from agents.simulated import simulated_swarm
 
     c = spec.config
@@ -58,14 +61,17 @@ def compute(spec: RunSpec) -> RunFile:
         n=len(names), max_rounds=c.rounds,
         num_external={a: 8 if a in riders else HONEST_J for a in names},
         adversaries={a: spec.attack for a in bad} if spec.transport else None,
-        **{k: v for k, v in switches.items() if k not in LEARNER_SWITCHES})
+        **{k: v for k, v in switches.items() if k not in LEARNER_SWITCHES},
+        **ATTACK_ENV.get(spec.attack, {}))
     env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
     agents = simulated_swarm(names, seed=agent_seed, num_external=HONEST_J,
                              **{k: v for k, v in switches.items() if k in LEARNER_SWITCHES})
-    if bad and not spec.transport:
+    if bad and spec.remote:
+        agents = remote_junk_swarm(agents, nodes=bad)
+    elif bad and not spec.transport:
         agents = adversarial_swarm(agents, spec.attack, nodes=bad,
                                    seed=attack_seed(c.base_seed, spec.seed_index))
-    injected, rejected, hostile, stalled, seconds = [], [], [], [], []
+    injected, rejected, hostile, stalled, refused, seconds = [], [], [], [], [], []
     clock = [time.perf_counter()]
 
     class Watch(sapo_env.runtime.Callback):
@@ -79,6 +85,7 @@ def compute(spec: RunSpec) -> RunFile:
                            if external else np.nan)
             stalled.append(sum(i["scoring_failures"].get(k, 0) for i in record.infos.values()
                                for k in ("budget", "timeout")))
+            refused.append(len(record.refused))
             seconds.append(time.perf_counter() - clock[0])
             clock[0] = time.perf_counter()
 
@@ -93,6 +100,7 @@ def compute(spec: RunSpec) -> RunFile:
                                      "rejected": np.array(rejected),
                                      "hostile_share": np.array(hostile, dtype=float),
                                      "scoring_stalled": np.array(stalled),
+                                     "refused": np.array(refused),
                                      "round_seconds": np.array(seconds)})
 
 
