@@ -25,7 +25,8 @@ def test_every_row_of_the_analysis_tables_is_in_the_readme():
     module = analysis()
     readme = (FOLDER / "README.md").read_text()
     levels, points = module.levels_table()
-    rows = [line for table in (levels, module.corrections_table(), module.controls_table())
+    rows = [line for table in (levels, module.corrections_table(), module.controls_table(),
+                               module.widths_table())
             for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(points) >= 1 and len(rows) >= 3
     missing = [row for row in rows if row not in readme]

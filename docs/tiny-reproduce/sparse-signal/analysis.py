@@ -137,6 +137,38 @@ def controls_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def widths_table() -> str:
+    """Nodes of two widths in one swarm (``p10-widths``): per width, the nodes' mean cumulative
+    reward at 4/4 against 8/0, paired by seed (node ``i`` has ``hidden_sizes[i % k]``)."""
+    runs = runs_of("p10-widths")
+    if "8/0" not in runs or "4/4" not in runs:
+        return "(no p10-widths runs)\n"
+    settings = json.loads((HERE / "p10-widths" / "summary.json").read_text())["settings"]
+    widths = settings["tiny"]["hidden_sizes"]
+    lines = ["| nodes | seeds | base pass@1 before round 0 | 8/0 | 4/4 | 4/4 minus 8/0 "
+             "| 4/4 / 8/0 | verdict | batch reward, 4/4 / 8/0 | groups with gradient at 8/0 "
+             "(of 8) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    n = runs["8/0"][0]["rewards"].shape[1]
+    kinds = [(f"width {w}", [i for i in range(n) if i % len(widths) == k])
+             for k, w in enumerate(widths)] + [("all", list(range(n)))]
+    for name, nodes in kinds:
+        def mean_cumulative(label: str, key: str = "rewards") -> list[float]:
+            return [float(np.nansum(r[key][:, nodes], axis=0).mean()) for r in runs[label]]
+
+        own = {label: mean_cumulative(label) for label in ("8/0", "4/4")}
+        batch = {label: mean_cumulative(label, "batch_rewards") for label in ("8/0", "4/4")}
+        start = mean_ci([float(r["held_out_scores"][0][nodes].mean()) for r in runs["8/0"]])
+        groups = np.mean([np.nanmean(r["learn_groups"][:, nodes]) for r in runs["8/0"]])
+        lines.append(
+            f"| {name} | {min(len(own['8/0']), len(own['4/4']))} "
+            f"| {start[0]:.3f} ± {start[1]:.3f} | {np.mean(own['8/0']):.2f} "
+            f"| {np.mean(own['4/4']):.2f} | {paired(own['4/4'], own['8/0'])} "
+            f"| {ratio(own['4/4'], own['8/0'])} | {verdict(own['4/4'], own['8/0'])} "
+            f"| {ratio(batch['4/4'], batch['8/0'])} | {groups:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def figure(points: list[tuple]) -> Path:
     import matplotlib
 
@@ -174,6 +206,8 @@ def main() -> None:
     print(corrections_table())
     print("Controls at warm-start target 0.10:\n")
     print(controls_table())
+    print("Nodes of two widths at warm-start target 0.10:\n")
+    print(widths_table())
     if args.figure and points:
         print(f"wrote {figure(points)}")
 
