@@ -227,38 +227,50 @@ def compare_prompt_sharing(nodes: int, rounds: int, threads: list[int], dtypes: 
 
 def compare_at(nodes: int, rounds: int, count: int, dtype: str, peak: float) -> str:
     """One line of the comparison: ``count`` torch threads, compute dtype ``dtype``, whose
-    matrix-product ``peak`` (GFLOP/s) the line measures itself against."""
-    swarms = {False: SharingSwarm(nodes, rounds + 3, False, dtype),
-              True: SharingSwarm(nodes, rounds + 3, True, dtype)}
-    for r in range(rounds + 1):  # round 0 warms up; the order flips every round
-        for share in ((False, True) if r % 2 else (True, False)):
-            swarms[share].play()
-    flops = {share: [swarm.play(count_flops=True) for _ in range(2)]
-             for share, swarm in swarms.items()}
-    median = {share: {k: statistics.median(v[1:]) for k, v in swarm.times.items()}
-              for share, swarm in swarms.items()}
-    gflop = {share: {part: statistics.mean(f[part] for f in counted) / 1e9
-                     for part in ("act", "learn")} for share, counted in flops.items()}
-    old, new = median[False], median[True]
+    matrix-product ``peak`` (GFLOP/s) the line measures itself against. In a dtype other than
+    float32 a third swarm, copied prompts in float32 (a round as it ran before prompt
+    sharing), plays in turn with the two, and the line gives the gain over it too."""
+    contestants = [(True, dtype), (False, dtype)] + ([(False, "float32")] * (dtype != "float32"))
+    swarms = {key: SharingSwarm(nodes, rounds + 3, *key) for key in contestants}
+    for r in range(rounds + 1):  # round 0 warms up; each swarm goes first in turn
+        for key in contestants[r % len(contestants):] + contestants[: r % len(contestants)]:
+            swarms[key].play()
+    shared, copied = (True, dtype), (False, dtype)
+    flops = {key: [swarms[key].play(count_flops=True) for _ in range(2)]
+             for key in (shared, copied)}
+    median = {key: {k: statistics.median(v[1:]) for k, v in swarm.times.items()}
+              for key, swarm in swarms.items()}
+    gflop = {key: {part: statistics.mean(f[part] for f in counted) / 1e9
+                   for part in ("act", "learn")} for key, counted in flops.items()}
+    old, new = median[copied], median[shared]
     old_round, new_round = old["act"] + old["learn"], new["act"] + new["learn"]
-    round_gflop = gflop[True]["act"] + gflop[True]["learn"]
-    return (
+    old_cpu, new_cpu = old["act_cpu"] + old["learn_cpu"], new["act_cpu"] + new["learn_cpu"]
+    round_gflop = gflop[shared]["act"] + gflop[shared]["learn"]
+    copied_gflop = gflop[copied]["act"] + gflop[copied]["learn"]
+    line = (
         f"- {dtype}, {count} torch thread{'s' if count > 1 else ''}: act + learn of a round "
         f"**{new_round:.2f} s shared against {old_round:.2f} s copied: "
-        f"{old_round / new_round:.2f}x** (CPU time {new['act_cpu'] + new['learn_cpu']:.2f} s "
-        f"against {old['act_cpu'] + old['learn_cpu']:.2f} s). Act {new['act']:.3f} vs "
-        f"{old['act']:.3f} s ({old['act'] / new['act']:.2f}x; CPU {new['act_cpu']:.3f} vs "
+        f"{old_round / new_round:.2f}x** (CPU time {new_cpu:.2f} s against {old_cpu:.2f} s: "
+        f"{old_cpu / new_cpu:.2f}x). Act {new['act']:.3f} vs {old['act']:.3f} s "
+        f"({old['act'] / new['act']:.2f}x; CPU {new['act_cpu']:.3f} vs "
         f"{old['act_cpu']:.3f} s), learn {new['learn']:.3f} vs {old['learn']:.3f} s "
         f"({old['learn'] / new['learn']:.2f}x; CPU {new['learn_cpu']:.3f} vs "
-        f"{old['learn_cpu']:.3f} s). Matrix products: {round_gflop:.1f} GFLOP a round "
-        f"(act {gflop[True]['act']:.1f}, learn {gflop[True]['learn']:.1f}; copied: "
-        f"{gflop[False]['act'] + gflop[False]['learn']:.1f}), so "
-        f"**{round_gflop / new_round:.0f} GFLOP/s shared, "
+        f"{old['learn_cpu']:.3f} s). Matrix products: {round_gflop:.1f} GFLOP a round shared "
+        f"(act {gflop[shared]['act']:.1f}, learn {gflop[shared]['learn']:.1f}), "
+        f"{copied_gflop:.1f} copied, so **{round_gflop / new_round:.0f} GFLOP/s shared, "
         f"{100 * round_gflop / new_round / peak:.0f}% of the {dtype} peak** "
-        f"({round_gflop / old_round:.0f} GFLOP/s, {100 * round_gflop / old_round / peak:.0f}% "
-        f"copied); learn alone {gflop[True]['learn'] / new['learn']:.0f} against "
-        f"{gflop[False]['learn'] / old['learn']:.0f} GFLOP/s."
+        f"({copied_gflop / old_round:.0f} GFLOP/s, "
+        f"{100 * copied_gflop / old_round / peak:.0f}% copied); learn alone "
+        f"{gflop[shared]['learn'] / new['learn']:.0f} against "
+        f"{gflop[copied]['learn'] / old['learn']:.0f} GFLOP/s."
     )
+    if dtype != "float32":
+        base = median[(False, "float32")]
+        base_round, base_cpu = base["act"] + base["learn"], base["act_cpu"] + base["learn_cpu"]
+        line += (f" Against the copied float32 round (a round before prompt sharing), played "
+                 f"in turn with these: {base_round:.2f} s (CPU {base_cpu:.2f} s), so "
+                 f"**{base_round / new_round:.2f}x** ({base_cpu / new_cpu:.2f}x in CPU time).")
+    return line
 
 
 def write_subsection(subsection: str) -> None:

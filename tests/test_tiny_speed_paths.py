@@ -24,6 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from test_batched_swarm import padded  # noqa: E402
 from tiny_lm import char_tokenizer, tiny_llama  # noqa: E402
 
 from agents.encoding import Row  # noqa: E402
@@ -32,8 +33,10 @@ from agents.loss import token_logprobs  # noqa: E402
 from agents.models import autocast  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
-from agents.tiny.grouped_llama import stack_weights  # noqa: E402
-from agents.tiny.learn_batches import CopiedPromptBatch  # noqa: E402
+from agents.tiny.decoder_layers import PromptPacking, reference_swiglu, rms_norm  # noqa: E402
+from agents.tiny.fast_kernels import fold_norms, rms_normalize, swiglu  # noqa: E402
+from agents.tiny.grouped_llama import grouped_forward, stack_weights  # noqa: E402
+from agents.tiny.learn_batches import CopiedPromptBatch, SharedPromptBatch  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -182,6 +185,131 @@ def test_the_copied_learn_step_is_bit_for_bit_the_reference(name, shape):
 def test_copied_swarm_rounds_are_bit_for_bit_the_reference(name):
     same_kernels_or_skip(name)
     assert swarm_rounds(name) == REFERENCE[f"swarm_rounds/{name}"]
+
+
+# ---------------------------------------------------------------- the fast arithmetic
+
+
+def models_of(shape: str, count: int = 2):
+    """Models of the tiny learner's shape or a grouped-query one, their norm weights moved off
+    1 (a fresh model's are all 1, which would make folding them trivially exact)."""
+    if shape == "tiny":
+        tok = tiny_tokenizer()
+        models = [tiny_model(tok, TinyModelConfig(), seed=s) for s in range(count)]
+    else:
+        tok = char_tokenizer()
+        models = [tiny_llama(tok, seed=s) for s in range(count)]
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for model in models:
+            for name, p in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    p.mul_(1 + 0.3 * torch.randn(p.shape, generator=g))
+    return tok, models
+
+
+def test_rms_normalize_and_swiglu_equal_the_reference_with_their_gradients():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 16, generator=g, requires_grad=True)
+    w = (1 + 0.3 * torch.randn(2, 16, generator=g)).requires_grad_()
+    out = torch.randn(2, 3, 5, 16, generator=g)
+    results = []
+    for norm in (rms_norm, rms_normalize):
+        x.grad = w.grad = None
+        y = norm(x, w, 1e-5)
+        (y * out).sum().backward()
+        results.append((y.detach(), x.grad.clone(), w.grad.clone()))
+    for ref, fast in zip(*results):
+        torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # the no-grad path, weightless as after fold_norms
+        torch.testing.assert_close(rms_normalize(x, None, 1e-5),
+                                   rms_norm(x, torch.ones(2, 16), 1e-5), rtol=1e-5, atol=1e-6)
+    gate_up = torch.randn(2, 3, 5, 32, generator=g, requires_grad=True)
+    grad = torch.randn(2, 3, 5, 16, generator=g)
+    results = []
+    for function in (reference_swiglu, swiglu):
+        gate_up.grad = None
+        y = function(gate_up)
+        y.backward(grad)
+        results.append((y.detach(), gate_up.grad.clone()))
+    for ref, fast in zip(*results):  # the same kernels: the same bits
+        assert torch.equal(fast, ref)
+
+
+@pytest.mark.parametrize("keep", [1, 2])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_fast_packed_prompt_pass_equals_the_reference(shape, keep):
+    """The shared path's prompt pass (folded norms, packed prompts, a lean last layer) gives
+    the reference's kept logits, keys, values and gradients to float rounding; one node has
+    fewer prompts than the other (a place of padding only)."""
+    tok, models = models_of(shape)
+    ids, mask, positions = padded(
+        tok, [["What is 3 + 4?", "Spell abc backward", "1 + 1 ="],
+              ["What is 71 * 3? Answer with a number", "", "Hi"]])
+    results = []
+    for arithmetic in ("reference", "fast"):
+        for model in models:
+            model.zero_grad(set_to_none=True)
+        weights = stack_weights(models)
+        if arithmetic == "fast":
+            weights = fold_norms(weights, models[0].config.num_hidden_layers)
+        logits, cache = grouped_forward(weights, models[0].config, ids, mask, positions,
+                                        logits_to_keep=keep, arithmetic=arithmetic)
+        real = mask.bool()[:, :, -keep:, None].expand(logits.shape)
+        key_mask = mask.bool().reshape(-1, 1, mask.shape[2], 1)
+        kv = [(z * key_mask).sum() for z in cache.keys + cache.values]
+        weight = torch.linspace(-1, 1, logits.numel()).reshape(logits.shape)
+        ((logits * weight)[real].sum() + 0.1 * sum(kv)).backward()
+        keys = [(z * key_mask).detach() for z in cache.keys + cache.values]
+        grads = [p.grad.clone() for model in models for p in model.parameters()]
+        results.append((logits.detach()[real], keys, grads))
+    (logits, keys, grads), (fast_logits, fast_keys, fast_grads) = results
+    assert logits.abs().sum() > 0
+    torch.testing.assert_close(fast_logits, logits, rtol=1e-5, atol=1e-5)
+    for ref, fast in zip(keys, fast_keys):
+        torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+    for ref, fast in zip(grads, fast_grads):
+        torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5 * ref.abs().max().item())
+
+
+def test_prompt_packing_puts_every_real_token_back_where_it_was():
+    mask = torch.tensor([[[0, 0, 1, 1], [1, 1, 1, 1]], [[0, 0, 0, 0], [0, 1, 1, 1]]])
+    packing = PromptPacking(mask)
+    assert packing.size == 6
+    values = torch.arange(16.0).reshape(2, 2, 4)
+    packed = packing.pack(values[..., None, None])  # (N, 1, S, heads 1, d 1)
+    assert packed.flatten().tolist()[:6] == [2, 3, 4, 5, 6, 7]
+    assert packed.flatten().tolist()[6:9] == [13, 14, 15]
+    back = packing.unpack(packed).reshape(2, 2, 4)
+    assert torch.equal(back[mask.bool()], values[mask.bool()])
+    assert torch.equal(packing.pack_heads(back.reshape(4, 1, 4, 1)), packed.reshape(2, 1, 6, 1))
+    last = packing.last(packed, 1).reshape(2, 2)  # each row's last position
+    assert last[0].tolist() == [3, 7] and last[1, 1] == 15
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_shared_learn_step_in_bfloat16_matches_the_copied_one(shape):
+    """Under bfloat16 autocast the two layouts agree to bfloat16 rounding."""
+    tok, models = models_of(shape)
+    updates = [SimpleNamespace(data=SimpleNamespace(rows=rows)) for rows in training_rows(tok)]
+    results = []
+    for layout in (CopiedPromptBatch, SharedPromptBatch):
+        for model in models:
+            model.zero_grad(set_to_none=True)
+        batch = layout.of(updates, tok.pad_token_id, torch.device("cpu"))
+        with autocast(torch.device("cpu"), torch.bfloat16):
+            logits = batch.completion_logits(stack_weights(models), models[0].config).float()
+        copied = layout is CopiedPromptBatch
+        if copied:
+            targets, mask = batch.completion_ids, batch.completion_mask
+        logp = token_logprobs(logits[:, :, : targets.shape[2]].flatten(0, 1),
+                              targets.flatten(0, 1)).reshape(targets.shape) * mask
+        logp.sum().backward()
+        results.append((logp.detach(), [p.grad.clone() for m in models for p in m.parameters()]))
+    (logp, grads), (shared_logp, shared_grads) = results
+    torch.testing.assert_close(shared_logp, logp, rtol=0, atol=0.05)
+    for ref, fast in zip(grads, shared_grads):
+        torch.testing.assert_close(fast, ref, rtol=0, atol=0.05 * ref.abs().max().item())
 
 
 if __name__ == "__main__":

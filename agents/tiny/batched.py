@@ -60,7 +60,9 @@ from agents.grpo_update import GRPOUpdate
 from agents.lora import members_by_name
 from agents.loss import token_logprobs
 from agents.models import autocast
+from agents.tiny.fast_kernels import fold_norms
 from agents.tiny.grouped_llama import (
+    GroupedCache,
     RowCache,
     check_supported,
     grouped_forward,
@@ -188,12 +190,18 @@ class BatchedSwarm:
         drawing = [True] * n  # a node stops drawing once all its rows have ended, as generate
         with torch.no_grad(), autocast(device, first.dtype):
             weights = stack_weights([agent.model for agent in agents])
+            arithmetic = "fast" if self.share_prompts else "reference"
+            if self.share_prompts:
+                weights = fold_norms(weights, self.model_config.num_hidden_layers)
             positions = (grid_mask.cumsum(dim=2) - 1).clamp(min=0)
             logits, cache = grouped_forward(weights, self.model_config, grid, grid_mask,
-                                            positions, logits_to_keep=1)
+                                            positions, logits_to_keep=1, arithmetic=arithmetic)
             if self.share_prompts:
-                # Each prompt's keys and values once, read by all its rows as they decode.
-                prompt_cache = cache
+                # Each prompt's keys and values once, read by all its rows as they decode
+                # (contiguous: read at every step, which would copy strided ones each time).
+                prompt_cache = GroupedCache([k.contiguous() for k in cache.keys],
+                                            [v.contiguous() for v in cache.values],
+                                            cache.key_mask, cache.length)
                 cache = RowCache.empty(self.model_config, n, questions, copies,
                                        cfg.max_new_tokens, prompt_cache.keys[0].dtype, device)
             else:

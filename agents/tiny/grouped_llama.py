@@ -22,6 +22,13 @@ prompt's keys and values read once by all its rows instead of copied to each
 (:meth:`GroupedCache.select_rows`), with a :class:`RowCache` of the rows' own keys for
 generation; its logits equal the copied cache's to float rounding (tested).
 
+Two arithmetics (:mod:`agents.tiny.decoder_layers`): ``grouped_forward``'s default,
+"reference", is what the copied-prompt path (``batched_swarm(share_prompts=False)``) has always
+computed, kept bit for bit so that runs made with it repeat (tests/test_tiny_speed_paths.py);
+"fast", which the shared-prompt path and ``grouped_prefix_forward`` use, computes the same to
+float rounding in fewer passes over memory (:mod:`agents.tiny.fast_kernels`), and a prompt
+pass on the prompts' real tokens alone (:class:`~agents.tiny.decoder_layers.PromptPacking`).
+
 Example::
 
     weights = stack_weights(models)          # N LlamaForCausalLM of one config
@@ -33,10 +40,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Literal
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from transformers import LlamaConfig, PreTrainedModel
+
+from agents.tiny import fast_kernels
+from agents.tiny.decoder_layers import (
+    KERNELS,
+    PromptPacking,
+    attention,
+    attention_bias,
+    causal,
+    decoder,
+    embedded,
+    head,
+    rope_theta,
+)
+
+__all__ = ["GroupedCache", "RowCache", "check_supported", "grouped_forward",
+           "grouped_prefix_forward", "rope_theta", "stack_weights"]
 
 
 def check_supported(config: LlamaConfig) -> None:
@@ -55,15 +80,6 @@ def check_supported(config: LlamaConfig) -> None:
         problems.append(f"attention_dropout must be 0, got {config.attention_dropout}")
     if problems:
         raise ValueError("grouped_forward cannot run this model: " + "; ".join(problems))
-
-
-def rope_theta(config: LlamaConfig) -> float:
-    """The rotary base, wherever this transformers version keeps it."""
-    theta = getattr(config, "rope_theta", None)
-    if theta is None:
-        parameters = getattr(config, "rope_parameters", None) or {}
-        theta = parameters.get("rope_theta", 10000.0)
-    return float(theta)
 
 
 def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
@@ -125,51 +141,6 @@ class GroupedCache:
                             self.key_mask[nodes, rows], self.length)
 
 
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # transformers' LlamaRMSNorm: normalise in float32, scale in the input's dtype.
-    dtype = x.dtype
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight[:, None, None, :] * h.to(dtype)
-
-
-def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x (N, B, T, in) times each node's weight (N, out, in) transposed -> (N, B, T, out)."""
-    n, b, t, d = x.shape
-    return torch.bmm(x.reshape(n, b * t, d), weight.transpose(1, 2)).reshape(n, b, t, -1)
-
-
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
-               ) -> torch.Tensor:
-    """Grouped-query attention: q ``(M, heads, T, d)``, k and v ``(M, kv_heads, S, d)``, bias
-    ``(M, 1, T, S)``. Each key head serves ``heads / kv_heads`` consecutive query heads (as
-    transformers' ``repeat_kv``), so the query heads are folded onto their key head instead of
-    copying the keys; softmax in float32, as transformers' eager attention."""
-    m, heads, t, d = q.shape
-    kv_heads = k.shape[1]
-    groups = heads // kv_heads
-    q = q.reshape(m, kv_heads, groups * t, d)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * d**-0.5
-    scores = scores + bias.repeat(1, 1, groups, 1)  # rows g * T + i take query i's mask
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(probs, v).reshape(m, heads, t, d)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _rotary(config: LlamaConfig, positions: torch.Tensor, head_dim: int, dtype: torch.dtype
-            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin ``(N, B, T, head_dim)`` for integer positions ``(N, B, T)``."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
-    inv_freq = 1.0 / (rope_theta(config) ** (exponents / head_dim))
-    freqs = positions.float()[..., None] * inv_freq  # (N, B, T, head_dim / 2)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(dtype), emb.sin().to(dtype)
-
-
 def grouped_forward(
     weights: dict[str, torch.Tensor],
     config: LlamaConfig,
@@ -178,23 +149,27 @@ def grouped_forward(
     position_ids: torch.Tensor,
     cache: GroupedCache | None = None,
     logits_to_keep: int = 0,
+    arithmetic: Literal["reference", "fast"] = "reference",
 ) -> tuple[torch.Tensor, GroupedCache]:
     """Logits ``(N, B, T', V)`` of N models on their own rows, and the updated cache.
 
     ``input_ids``, ``attention_mask`` and ``position_ids`` are ``(N, B, T)``; with a ``cache``
     the T new positions follow the cached ones. ``logits_to_keep`` > 0 keeps only the last
     positions' logits (T' = logits_to_keep), as transformers' argument of that name.
+    ``arithmetic``: "reference" (what the copied-prompt path ran, bit for bit) or "fast"
+    (:mod:`agents.tiny.fast_kernels`, the same to float rounding; ``weights`` may be
+    :func:`~agents.tiny.fast_kernels.fold_norms`' then, and the cache's keys and values are
+    strided views).
     """
+    kernels = KERNELS[arithmetic]
     n, b, t = input_ids.shape
-    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    eps = config.rms_norm_eps
-    embed = weights["model.embed_tokens.weight"]  # (N, V, H)
-    nodes = torch.arange(n, device=input_ids.device)[:, None, None]
-    x = embed[nodes, input_ids]  # (N, B, T, H)
-    cos, sin = _rotary(config, position_ids, head_dim, x.dtype)
-    cos, sin = cos[:, :, None], sin[:, :, None]  # broadcast over heads: (N, B, 1, T, d)
-
+    packing = (PromptPacking(attention_mask)
+               if kernels.packs and cache is None and logits_to_keep else None)
+    if packing is None:
+        x, cos, sin = embedded(weights, config, input_ids, position_ids)
+    else:
+        x, cos, sin = embedded(weights, config, packing.pack(input_ids),
+                               packing.pack(position_ids))
     past = 0 if cache is None else cache.length
     in_place = cache is not None and cache.key_mask.shape[2] >= past + t
     if in_place:
@@ -207,27 +182,18 @@ def grouped_forward(
     else:
         key_mask = attention_mask.bool()
     width = key_mask.shape[2]
-    # Query i (at cached length past + i) sees real keys at positions <= past + i.
-    causal = torch.ones(t, width, dtype=torch.bool, device=input_ids.device).tril(past)
-    allowed = causal[None, None] & key_mask[:, :, None, :]  # (N, B, T, width)
-    bias = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device)
-    bias = bias.masked_fill(~allowed, torch.finfo(x.dtype).min)
-    bias = bias.reshape(n * b, 1, t, width)
-
+    allowed = causal(t, width, past, x.device)[None, None] & key_mask[:, :, None, :]
+    bias = attention_bias(allowed, x.dtype).reshape(n * b, 1, t, width)
     new_keys, new_values = [], []
-    for layer in range(config.num_hidden_layers):
-        prefix = f"model.layers.{layer}."
-        h = _rms_norm(x, weights[prefix + "input_layernorm.weight"], eps)
-        qkv = _linear(h, weights[prefix + "self_attn.qkv_proj.weight"])
-        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
-        q = q.reshape(n, b, t, heads, head_dim)
-        k = k.reshape(n, b, t, kv_heads, head_dim)
-        v = v.reshape(n, b, t, kv_heads, head_dim)
-        q, k, v = (z.permute(0, 1, 3, 2, 4) for z in (q, k, v))  # (N, B, heads, T, d)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        k = k.reshape(n * b, kv_heads, t, head_dim)
-        v = v.reshape(n * b, kv_heads, t, head_dim)
+
+    def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, final: bool
+               ) -> torch.Tensor:
+        # (N, B, T, heads, d) -> (N * B, heads, T, d)
+        if packing is None:
+            q, k, v = (z.permute(0, 1, 3, 2, 4).flatten(0, 1) for z in (q, k, v))
+        else:
+            k, v = packing.unpack(k), packing.unpack(v)
+            q = q.permute(0, 1, 3, 2, 4).flatten(0, 1) if final else packing.unpack(q)
         if in_place:
             cache.keys[layer][:, :, past : past + t] = k
             cache.values[layer][:, :, past : past + t] = v
@@ -237,19 +203,16 @@ def grouped_forward(
             v = torch.cat([cache.values[layer][:, :, :past], v], dim=2)
         new_keys.append(k)
         new_values.append(v)
-        attended = _attention(q.reshape(n * b, heads, t, head_dim), k, v, bias)
-        attended = attended.reshape(n, b, heads, t, head_dim).permute(0, 1, 3, 2, 4)
-        x = x + _linear(attended.reshape(n, b, t, heads * head_dim),
-                        weights[prefix + "self_attn.o_proj.weight"])
-        h = _rms_norm(x, weights[prefix + "post_attention_layernorm.weight"], eps)
-        gate, up = _linear(h, weights[prefix + "mlp.gate_up_proj.weight"]).chunk(2, dim=-1)
-        x = x + _linear(F.silu(gate) * up, weights[prefix + "mlp.down_proj.weight"])
-    x = _rms_norm(x, weights["model.norm.weight"], eps)
+        attended = attention(q, k, v, bias[:, :, t - q.shape[2] :])
+        if packing is not None and not final:
+            return packing.pack_heads(attended)
+        return attended.unflatten(0, (n, b)).transpose(2, 3).flatten(3)
+
+    last = None if packing is None else partial(packing.last, keep=logits_to_keep)
+    x = decoder(weights, config, x, cos, sin, kernels, attend, last)
     if logits_to_keep:
         x = x[:, :, -logits_to_keep:]
-    head = weights.get("lm_head.weight", embed)  # tied embeddings have no lm_head of their own
-    logits = _linear(x, head)
-    return logits, GroupedCache(new_keys, new_values, key_mask, past + t)
+    return head(weights, x), GroupedCache(new_keys, new_values, key_mask, past + t)
 
 
 @dataclass
@@ -280,33 +243,6 @@ class RowCache:
                    0)
 
 
-def _prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: torch.Tensor,
-                      prefix_bias: torch.Tensor, own_keys: torch.Tensor, own_values: torch.Tensor,
-                      own_bias: torch.Tensor) -> torch.Tensor:
-    """Attention of L rows that continue one prefix, reading the prefix's keys once.
-
-    q ``(M, kv_heads, groups, L, T, d)``: M prefixes, the ``groups`` query heads of each key
-    head, L rows of T queries each. The prefix's keys and values are ``(M, kv_heads, P, d)``,
-    shared by its L rows; each row's own are ``(M, kv_heads, L, S, d)``. ``prefix_bias``
-    ``(M, 1, 1, 1, 1, P)`` and ``own_bias`` ``(M, 1, 1, L, T, S)`` are 0 where a query may look
-    and the dtype's lowest value where not. One softmax over a row's P + S keys, in float32,
-    as :func:`_attention` over the prefix's keys followed by the row's; the result equals it
-    to float rounding (the two halves of the weighted sum are added after their products)."""
-    m, kv_heads, groups, rows, t, d = q.shape
-    width = prefix_keys.shape[2]
-    # All the prefix's queries (every row, every head of a key head) in one product.
-    prefix_scores = torch.matmul(q.reshape(m, kv_heads, groups * rows * t, d),
-                                 prefix_keys.transpose(-1, -2)) * d**-0.5
-    prefix_scores = prefix_scores.reshape(m, kv_heads, groups, rows, t, width)
-    own_scores = torch.matmul(q, own_keys[:, :, None].transpose(-1, -2)) * d**-0.5
-    scores = torch.cat([prefix_scores + prefix_bias, own_scores + own_bias], dim=-1)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    from_prefix = torch.matmul(probs[..., :width].reshape(m, kv_heads, groups * rows * t, width),
-                               prefix_values)
-    from_own = torch.matmul(probs[..., width:], own_values[:, :, None])
-    return from_prefix.reshape(q.shape) + from_own
-
-
 def grouped_prefix_forward(
     weights: dict[str, torch.Tensor],
     config: LlamaConfig,
@@ -322,9 +258,10 @@ def grouped_prefix_forward(
     inputs); row ``(n, g, l)`` of ``input_ids``, ``attention_mask`` and ``position_ids``
     ``(N, G, L, T)`` continues prefix g of node n, so its queries read the prefix's keys and
     values where :func:`grouped_forward` would need a copy of them for every row
-    (``GroupedCache.select_rows``). The logits equal ``grouped_forward``'s on the copied cache
-    to float rounding (tested). Differentiable through the prefix's keys and values: a
-    prefix's gradient gathers from all its rows.
+    (``GroupedCache.select_rows``). Computed with :mod:`agents.tiny.fast_kernels`; the logits
+    equal ``grouped_forward``'s on the copied cache to float rounding (tested).
+    Differentiable through the prefix's keys and values: a prefix's gradient gathers from all
+    its rows. ``weights`` may be :func:`~agents.tiny.fast_kernels.fold_norms`'.
 
     With a ``cache`` (:meth:`RowCache.empty`, then the returned one) the T new positions of
     each row follow its cached ones and are written into it in place, under ``no_grad``;
@@ -333,14 +270,8 @@ def grouped_prefix_forward(
     n, g, rows, t = input_ids.shape
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     groups = heads // kv_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    eps = config.rms_norm_eps
-    embed = weights["model.embed_tokens.weight"]
-    nodes = torch.arange(n, device=input_ids.device)[:, None, None]
-    x = embed[nodes, input_ids.reshape(n, g * rows, t)]  # (N, G * L, T, H)
-    cos, sin = _rotary(config, position_ids.reshape(n, g * rows, t), head_dim, x.dtype)
-    cos, sin = cos[:, :, :, None], sin[:, :, :, None]  # broadcast over heads: (N, G*L, T, 1, d)
-
+    x, cos, sin = embedded(weights, config, input_ids.reshape(n, g * rows, t),
+                            position_ids.reshape(n, g * rows, t))
     past = 0 if cache is None else cache.length
     if cache is not None:
         if torch.is_grad_enabled():
@@ -352,50 +283,34 @@ def grouped_prefix_forward(
         own_mask = cache.key_mask
     else:
         own_mask = attention_mask.bool()
-    width = own_mask.shape[3]
-    lowest = torch.finfo(x.dtype).min
+    width = past + t  # the cache's later positions are empty
     # Query i of a row (its position past + i) sees the row's real keys up to its own.
-    causal = torch.ones(t, width, dtype=torch.bool, device=input_ids.device).tril(past)
-    own_allowed = causal & own_mask[:, :, :, None, :]  # (N, G, L, T, width)
-    own_bias = torch.zeros(own_allowed.shape, dtype=x.dtype, device=x.device)
-    own_bias = own_bias.masked_fill(~own_allowed, lowest).reshape(n * g, 1, 1, rows, t, width)
-    prefix_mask = prefix.key_mask[:, :, : prefix.length]
-    prefix_bias = torch.zeros(prefix_mask.shape, dtype=x.dtype, device=x.device)
-    prefix_bias = prefix_bias.masked_fill(~prefix_mask, lowest)
+    own_allowed = causal(t, width, past, x.device) & own_mask[:, :, :, None, :width]
+    own_bias = attention_bias(own_allowed, x.dtype).reshape(n * g, 1, 1, rows, t, width)
+    prefix_bias = attention_bias(prefix.key_mask[:, :, : prefix.length], x.dtype)
     prefix_bias = prefix_bias.reshape(n * g, 1, 1, 1, 1, prefix.length)
-
     new_keys, new_values = [], []
-    for layer in range(config.num_hidden_layers):
-        name = f"model.layers.{layer}."
-        h = _rms_norm(x, weights[name + "input_layernorm.weight"], eps)
-        qkv = _linear(h, weights[name + "self_attn.qkv_proj.weight"])
-        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
-        q = q.reshape(n, g * rows, t, heads, head_dim)
-        k = k.reshape(n, g * rows, t, kv_heads, head_dim)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        # (N, G, L, T, heads, d) -> (N * G, kv_heads, groups, L, T, d): a prefix's rows together.
-        q = q.reshape(n, g, rows, t, kv_heads, groups, head_dim).permute(0, 1, 4, 5, 2, 3, 6)
-        q = q.reshape(n * g, kv_heads, groups, rows, t, head_dim)
-        k, v = (z.reshape(n, g, rows, t, kv_heads, head_dim).permute(0, 1, 4, 2, 3, 5)
-                .reshape(n * g, kv_heads, rows, t, head_dim) for z in (k, v))
+
+    def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, final: bool
+               ) -> torch.Tensor:
+        # (N, G * L, T, heads, d) -> (N * G, kv_heads, groups, L, T, d): a prefix's rows together.
+        q = q.reshape(n, g, rows, t, kv_heads, groups, -1).permute(0, 1, 4, 5, 2, 3, 6)
+        q = q.reshape(n * g, kv_heads, groups, rows, t, -1)
+        k, v = (z.reshape(n, g, rows, t, kv_heads, -1).permute(0, 1, 4, 2, 3, 5)
+                .reshape(n * g, kv_heads, rows, t, -1) for z in (k, v))
         if cache is not None:
             cache.keys[layer][:, :, :, past : past + t] = k
             cache.values[layer][:, :, :, past : past + t] = v
             k, v = cache.keys[layer], cache.values[layer]
         new_keys.append(k)
         new_values.append(v)
-        prefix_keys = prefix.keys[layer][:, :, : prefix.length]
-        prefix_values = prefix.values[layer][:, :, : prefix.length]
-        attended = _prefix_attention(q, prefix_keys, prefix_values, prefix_bias, k, v, own_bias)
+        attended = fast_kernels.prefix_attention(q, prefix.keys[layer][:, :, : prefix.length],
+                                     prefix.values[layer][:, :, : prefix.length], prefix_bias,
+                                     k[:, :, :, :width], v[:, :, :, :width], own_bias)
         # (N * G, kv_heads, groups, L, T, d) -> (N, G * L, T, heads * d)
-        attended = attended.reshape(n, g, heads, rows, t, head_dim).permute(0, 1, 3, 4, 2, 5)
-        x = x + _linear(attended.reshape(n, g * rows, t, heads * head_dim),
-                        weights[name + "self_attn.o_proj.weight"])
-        h = _rms_norm(x, weights[name + "post_attention_layernorm.weight"], eps)
-        gate, up = _linear(h, weights[name + "mlp.gate_up_proj.weight"]).chunk(2, dim=-1)
-        x = x + _linear(F.silu(gate) * up, weights[name + "mlp.down_proj.weight"])
-    x = _rms_norm(x, weights["model.norm.weight"], eps)
-    head = weights.get("lm_head.weight", embed)
-    logits = _linear(x, head).reshape(n, g, rows, t, -1)
+        attended = attended.reshape(n, g, heads, rows, t, -1).permute(0, 1, 3, 4, 2, 5)
+        return attended.reshape(n, g * rows, t, -1)
+
+    x = decoder(weights, config, x, cos, sin, KERNELS["fast"], attend)
+    logits = head(weights, x).reshape(n, g, rows, t, -1)
     return logits, RowCache(new_keys, new_values, own_mask, past + t)

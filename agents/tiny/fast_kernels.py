@@ -1,0 +1,177 @@
+"""The layer arithmetic of the shared-prompt path, in fewer passes over memory.
+
+A tiny learner's layers are narrow (hidden 128), so their elementwise work (RMSNorm, rotary
+embeddings, SwiGLU, and the copies autograd makes to split and join tensors) costs about as
+much CPU time as their matrix products (BENCHMARKS.md, "Prompt-prefix sharing"). These
+functions compute what :mod:`agents.tiny.grouped_llama`'s reference arithmetic computes, to
+float rounding, writing fewer tensors:
+
+- :func:`fold_norms`: each RMSNorm's weight multiplied into the matrix that reads its output
+  (``W (w * n) = (W * w) n``), so that the norm itself is weightless; under autocast also the
+  matrices cast once to the compute dtype, where autocast would cast them at every use;
+- :func:`rms_normalize`: RMSNorm in one written tensor forward and two backward;
+- :func:`swiglu`: ``silu(gate) * up``, its gradients written straight into the gate/up
+  projection's gradient.
+
+Attention stays the reference's: PyTorch's fused ``scaled_dot_product_attention`` was no faster
+on these shapes in float32 and its backward 2.5-4x slower in bfloat16 (BENCHMARKS.md).
+
+``batched_swarm(share_prompts=True)`` computes with them (``grouped_forward(...,
+arithmetic="fast")``, ``grouped_prefix_forward``); ``share_prompts=False`` never does, so the
+runs it repeats are repeated bit for bit (tests/test_tiny_speed_paths.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+#: the grouped weights' name of each layer's norms and of the matrix that reads its output
+_FOLDED = {"input_layernorm": "self_attn.qkv_proj", "post_attention_layernorm": "mlp.gate_up_proj"}
+
+
+def fold_norms(weights: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """``weights`` (:func:`~agents.tiny.grouped_llama.stack_weights`) with every RMSNorm
+    weight multiplied into the projection after it and removed (the final norm's into the
+    output head, which a tied model takes from the embedding), so that :func:`rms_normalize`
+    needs no weight. Differentiable. Under autocast the matrices are also cast to its dtype
+    here, once, where autocast would cast them at every use (twice a learn step, once a step
+    of generation); the embedding stays as it is, since the residual stream keeps its dtype."""
+    folded = dict(weights)
+    for layer in range(num_layers):
+        prefix = f"model.layers.{layer}."
+        for norm, matrix in _FOLDED.items():
+            scale = folded.pop(f"{prefix}{norm}.weight")[:, None, :]
+            folded[f"{prefix}{matrix}.weight"] = folded[f"{prefix}{matrix}.weight"] * scale
+    head = folded.get("lm_head.weight", folded["model.embed_tokens.weight"])
+    folded["lm_head.weight"] = head * folded.pop("model.norm.weight")[:, None, :]
+    device = head.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        folded = {name: w if name == "model.embed_tokens.weight" else w.to(dtype)
+                  for name, w in folded.items()}
+    return folded
+
+
+def _no_autocast(device: torch.device) -> torch.autocast:
+    return torch.autocast(device.type, enabled=False)
+
+
+class _RMSNormalize(torch.autograd.Function):
+    """``x * rsqrt(mean(x ** 2) + eps)``, computed in float32 and written in ``dtype``;
+    backward ``r * (g - n * mean(g * n))`` from the scale r and the normalised n (saved, or
+    recomputed from x where it was written in a narrower dtype)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, eps: float, dtype: torch.dtype) -> torch.Tensor:
+        with _no_autocast(x.device):
+            h, scale = _rms_scale(x, eps)
+            out = torch.mul(h, scale, out=torch.empty(h.shape, dtype=dtype, device=h.device))
+        ctx.narrowed = dtype != torch.float32
+        ctx.save_for_backward(h if ctx.narrowed else out, scale)
+        ctx.dtype = x.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        normalized, scale = ctx.saved_tensors
+        with _no_autocast(grad.device):
+            if ctx.narrowed:
+                normalized = normalized * scale
+            grad = grad.float()
+            mean = torch.linalg.vecdot(grad, normalized).div_(-normalized.shape[-1])[..., None]
+            return torch.addcmul(grad, normalized, mean).mul_(scale).to(ctx.dtype), None, None
+
+
+def _rms_scale(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    h = x.float()
+    return h, torch.rsqrt(torch.linalg.vecdot(h, h).div_(h.shape[-1]).add_(eps))[..., None]
+
+
+def rms_normalize(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """transformers' ``LlamaRMSNorm`` of ``x`` ``(N, ..., H)``, times ``weight`` ``(N, H)``
+    unless None (folded into the next matrix, :func:`fold_norms`; then, under autocast, the
+    result is written in its dtype, which the next product would cast it to)."""
+    device = x.device.type
+    narrow = weight is None and torch.is_autocast_enabled(device)
+    dtype = torch.get_autocast_dtype(device) if narrow else x.dtype
+    if torch.is_grad_enabled():
+        normalized = _RMSNormalize.apply(x, eps, dtype)
+    else:  # a Function's overhead would outweigh a decoding step's small tensors
+        with _no_autocast(x.device):
+            h, scale = _rms_scale(x, eps)
+            normalized = (h * scale).to(dtype)
+    if weight is None:
+        return normalized
+    return weight.reshape(weight.shape[0], *[1] * (x.dim() - 2), -1) * normalized
+
+
+class _SwiGLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)
+        activated = F.silu(gate)
+        ctx.save_for_backward(gate_up, activated)
+        return activated * up
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        gate_up, activated = ctx.saved_tensors
+        gate, up = gate_up.chunk(2, dim=-1)
+        grad_gate_up = torch.empty(gate_up.shape, dtype=grad.dtype, device=grad.device)
+        grad_gate, grad_up = grad_gate_up.chunk(2, dim=-1)
+        torch.mul(grad, activated, out=grad_up)
+        torch.ops.aten.silu_backward.grad_input(grad * up, gate, grad_input=grad_gate)
+        return grad_gate_up
+
+
+def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` of ``gate_up = [gate, up]`` (last axis), as transformers'
+    ``LlamaMLP``: the same kernels, the gradients of gate and up written into one tensor."""
+    if torch.is_grad_enabled():
+        return _SwiGLU.apply(gate_up)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: torch.Tensor,
+                      prefix_bias: torch.Tensor, own_keys: torch.Tensor, own_values: torch.Tensor,
+                      own_bias: torch.Tensor) -> torch.Tensor:
+    """Attention of L rows that continue one prefix, reading the prefix's keys once.
+
+    q ``(M, kv_heads, groups, L, T, d)``: M prefixes, the ``groups`` query heads of each key
+    head, L rows of T queries each. The prefix's keys and values are ``(M, kv_heads, P, d)``,
+    shared by its L rows; each row's own are ``(M, kv_heads, L, S, d)``. ``prefix_bias``
+    ``(M, 1, 1, 1, 1, P)`` and ``own_bias`` ``(M, 1, 1, L, T, S)`` are 0 where a query may look
+    and the dtype's lowest value where not. One softmax over a row's P + S keys, in float32,
+    as :func:`attention` over the prefix's keys followed by the row's; the result equals it
+    to float rounding (the two halves of the weighted sum are added after their products).
+    (PyTorch's fused ``scaled_dot_product_attention`` over the prefix's keys and all its
+    rows' was no faster in float32 on these shapes, and its backward 2.5x slower in bfloat16:
+    BENCHMARKS.md, "Prompt-prefix sharing".)"""
+    m, kv_heads, groups, rows, t, d = q.shape
+    width = prefix_keys.shape[2]
+    device = q.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else q.dtype
+    # Scaled and cast once (autocast would cast it for each product): q is the smaller side.
+    q = (q * d**-0.5).to(dtype)
+    # All the prefix's queries (every row, every head of a key head) in one product.
+    prefix_scores = torch.matmul(q.reshape(m, kv_heads, groups * rows * t, d),
+                                 prefix_keys.transpose(-1, -2))
+    prefix_scores = prefix_scores.reshape(m, kv_heads, groups, rows, t, width)
+    own_keys, own_values = own_keys[:, :, None], own_values[:, :, None]
+    if t == 1:  # decoding: a product of one query is cheaper as a sum than as a matmul
+        own_scores = (q * own_keys).sum(-1)[..., None, :]
+    else:
+        own_scores = torch.matmul(q, own_keys.transpose(-1, -2))
+    scores = torch.cat([prefix_scores + prefix_bias, own_scores + own_bias], dim=-1)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(dtype)
+    # split, not two slices: its gradient is one concatenation, theirs two zero-filled copies
+    prefix_probs, own_probs = probs.split([width, probs.shape[-1] - width], dim=-1)
+    from_prefix = torch.matmul(prefix_probs.reshape(m, kv_heads, groups * rows * t, width),
+                               prefix_values)
+    if t == 1:
+        from_own = (own_probs.transpose(-1, -2) * own_values).sum(-2)[..., None, :]
+    else:
+        from_own = torch.matmul(own_probs, own_values)
+    return from_prefix.reshape(q.shape) + from_own
