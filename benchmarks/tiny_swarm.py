@@ -26,11 +26,13 @@ average.
 ``batched_swarm(share_prompts=True)`` (a prompt's completions read its keys and values once)
 against ``share_prompts=False`` (each reads its own copy), in the paper's round with the pool
 unfiltered, so that every node trains on 8 groups (4 own, 4 received: 8 distinct prompts, 64
-rows), the most a round can cost. The two swarms alternate round by round (the order flips
-every round) on two envs of the same seed, so that a machine shared with other work loads both
-alike. It also counts each round's matrix-product FLOPs (``torch.utils.flop_counter``: every
-``bmm``, generation and the learn step's forward and backward, as run, padding included) on
-a few more rounds, and times a 2048 x 2048 matrix product on this CPU as its peak, in float32
+rows), the most a round can cost. The two swarms play round by round in turn (each goes
+first in turn) on envs of the same seed, so that a machine shared with other work loads both
+alike; in bfloat16 a third swarm, copied prompts in float32 (a round as it ran before prompt
+sharing), takes its turn with them, the baseline of issue 33's "2x per round". It also
+counts each round's matrix-product FLOPs (``torch.utils.flop_counter``: every ``bmm``,
+generation and the learn step's forward and backward, as run, padding included) on a few more
+rounds, and times a 2048 x 2048 matrix product on this CPU as its peak, in float32
 and bfloat16. ``--write`` replaces the "### Prompt-prefix sharing" subsection.
 """
 
@@ -209,11 +211,16 @@ def compare_prompt_sharing(nodes: int, rounds: int, threads: list[int], dtypes: 
         f"instructions: {bfloat16_instructions()}. Load average (1, 5, 15 min) before "
         f"{', '.join(f'{x:.1f}' for x in load_before)}, after "
         f"{', '.join(f'{x:.1f}' for x in load_after)} (`{uptime_before}`): other work "
-        "shared the CPU, which is why the two paths alternate round by round.\n\n"
+        "may share the CPU: the swarms compared play round by round in turn, so that it loads them "
+        "alike.\n\n"
         "`batched_swarm(share_prompts=True)`, where a prompt's completions read its keys and "
-        "values once (`grouped_prefix_forward`), against `share_prompts=False`, where each "
-        "completion row reads its own copy of them (`GroupedCache.select_rows`), which is how "
-        "the swarm computed before the option. Both forward each distinct prompt once. The "
+        "values once (`grouped_prefix_forward`) and the layers compute with the fast "
+        "arithmetic (`agents.tiny.fast_kernels`: norms folded into the next matrix, fused "
+        "RMSNorm and SwiGLU gradients, prompt passes on packed real tokens with a lean last "
+        "layer), against `share_prompts=False`, where each completion row reads its own copy "
+        "of them (`GroupedCache.select_rows`) with the reference arithmetic, which is how the "
+        "swarm computed before prompt sharing, bit for bit. Both forward each distinct prompt "
+        "once. The "
         "paper's round for every node with the pool unfiltered: 4 questions x 8 completions "
         "of up to 12 tokens, training on 8 groups (64 rows, 8 prompts) with advantages all "
         f"non-zero; medians over {rounds} rounds after a warm-up round, env step not "

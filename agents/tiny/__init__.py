@@ -7,7 +7,9 @@
   :func:`warm_start` (supervised training on reasoning-gym tasks until a target accuracy,
   cached on disk), :func:`load_tiny`, :func:`tiny_nodes` (GRPO nodes from warm starts) and
   :func:`read_report`; ``SPECIALIST_TASKS``.
-- ``grouped_llama``, ``batched``: :func:`batched_swarm`, many such nodes in one forward pass.
+- ``grouped_llama`` (its layers in ``decoder_layers``, the shared-prompt path's faster
+  arithmetic in ``fast_kernels``), ``batched``: :func:`batched_swarm`, many such nodes in one
+  forward pass.
 
 Names are imported on first use, so importing one module loads no other. The function
 ``warm_start`` is not among them: ``agents.tiny.warm_start`` is its module (Python sets a

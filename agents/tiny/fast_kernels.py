@@ -1,20 +1,25 @@
 """The layer arithmetic of the shared-prompt path, in fewer passes over memory.
 
 A tiny learner's layers are narrow (hidden 128), so their elementwise work (RMSNorm, rotary
-embeddings, SwiGLU, and the copies autograd makes to split and join tensors) costs about as
-much CPU time as their matrix products (BENCHMARKS.md, "Prompt-prefix sharing"). These
-functions compute what :mod:`agents.tiny.grouped_llama`'s reference arithmetic computes, to
-float rounding, writing fewer tensors:
+embeddings, SwiGLU, softmax, and the copies autograd makes to split and join tensors) costs
+about as much CPU time as their matrix products (BENCHMARKS.md, "Prompt-prefix sharing").
+These functions compute what :mod:`agents.tiny.decoder_layers`' reference arithmetic computes,
+to float rounding, writing fewer tensors:
 
 - :func:`fold_norms`: each RMSNorm's weight multiplied into the matrix that reads its output
   (``W (w * n) = (W * w) n``), so that the norm itself is weightless; under autocast also the
   matrices cast once to the compute dtype, where autocast would cast them at every use;
-- :func:`rms_normalize`: RMSNorm in one written tensor forward and two backward;
+- :func:`rms_normalize`: RMSNorm in one written tensor forward (in the compute dtype, where
+  autocast would cast it for the next product) and two backward;
 - :func:`swiglu`: ``silu(gate) * up``, its gradients written straight into the gate/up
-  projection's gradient.
+  projection's gradient;
+- :func:`prefix_attention`: the rows of a prompt attending to its keys, read once, and to
+  their own.
 
-Attention stays the reference's: PyTorch's fused ``scaled_dot_product_attention`` was no faster
-on these shapes in float32 and its backward 2.5-4x slower in bfloat16 (BENCHMARKS.md).
+Rotary embeddings stay the reference's (a Function writing their gradient in place was no
+faster), and so does the attention's arithmetic: PyTorch's fused
+``scaled_dot_product_attention`` was no faster on these shapes in float32 and its backward
+2.5-4x slower in bfloat16 (BENCHMARKS.md).
 
 ``batched_swarm(share_prompts=True)`` computes with them (``grouped_forward(...,
 arithmetic="fast")``, ``grouped_prefix_forward``); ``share_prompts=False`` never does, so the
@@ -144,11 +149,11 @@ def prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: 
     shared by its L rows; each row's own are ``(M, kv_heads, L, S, d)``. ``prefix_bias``
     ``(M, 1, 1, 1, 1, P)`` and ``own_bias`` ``(M, 1, 1, L, T, S)`` are 0 where a query may look
     and the dtype's lowest value where not. One softmax over a row's P + S keys, in float32,
-    as :func:`attention` over the prefix's keys followed by the row's; the result equals it
-    to float rounding (the two halves of the weighted sum are added after their products).
-    (PyTorch's fused ``scaled_dot_product_attention`` over the prefix's keys and all its
-    rows' was no faster in float32 on these shapes, and its backward 2.5x slower in bfloat16:
-    BENCHMARKS.md, "Prompt-prefix sharing".)"""
+    as :func:`~agents.tiny.decoder_layers.attention` over the prefix's keys followed by the
+    row's; the result equals it to float rounding (the two halves of the weighted sum are
+    added after their products). (PyTorch's fused ``scaled_dot_product_attention`` over the
+    prefix's keys and all its rows' was no faster in float32 on these shapes, and its
+    backward 2.5x slower in bfloat16: BENCHMARKS.md, "Prompt-prefix sharing".)"""
     m, kv_heads, groups, rows, t, d = q.shape
     width = prefix_keys.shape[2]
     device = q.device.type
