@@ -167,6 +167,8 @@ class SweepResult:
     """What ``summary.json`` holds after the settings: the table's rows, the runs' times."""
     tensorboard: Path | None = None
     """The folder TensorBoard reads the runs from, where they wrote any."""
+    wandb: Path | None = None
+    """The folder W&B wrote the runs' files to (``wandb/`` of it), where they logged to W&B."""
 
 
 Config = TypeVar("Config", bound=SweepConfig)

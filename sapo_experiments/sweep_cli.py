@@ -21,6 +21,10 @@ from sapo_experiments.sweep import SweepConfig, SweepResult
 
 JOBS_HELP = "parallel processes (default: one per CPU core; not with --ray-address)"
 RESUME_HELP = "rerun every run even if a finished one is in OUT/runs"
+LOGGERS = ("tensorboard", "wandb", "none")
+"""What ``--logger`` takes: TensorBoard runs in ``OUT/tensorboard`` (the default), W&B runs
+(``sapo_env.runtime.wandb_logger``: files in ``OUT/wandb``, sent wherever W&B's own settings
+say, e.g. nowhere with ``WANDB_MODE=offline``), or none."""
 
 
 def add_size_options(parser: argparse.ArgumentParser, rounds_help: str, nodes: int) -> None:
@@ -44,13 +48,19 @@ def add_switches(parser: argparse.ArgumentParser, plots_help: str,
                  resume_help: str | None = RESUME_HELP, tensorboard: bool = False,
                  progress_help: str = "hide the progress bar") -> None:
     """``--no-resume`` (with ``resume_help``; None: the harness declares it, as reproduce does
-    beside its checkpoints), ``--no-tensorboard`` (with ``tensorboard``), ``--no-plots`` and
+    beside its checkpoints), ``--logger`` and ``--no-tensorboard`` (with ``tensorboard``: a
+    harness that logs its runs; ``logger_fields`` reads them), ``--no-plots`` and
     ``--no-progress``."""
     if resume_help is not None:
         parser.add_argument("--no-resume", action="store_true", help=resume_help)
     if tensorboard:
+        parser.add_argument("--logger", nargs="+", choices=LOGGERS, default=["tensorboard"],
+                            help="where each run logs its metrics: tensorboard (OUT/tensorboard, "
+                                 "the default), wandb (Weights & Biases, files in OUT/wandb; "
+                                 "needs sapo-env[wandb]; WANDB_MODE=offline sends nothing), "
+                                 "both (--logger tensorboard wandb) or none")
         parser.add_argument("--no-tensorboard", action="store_true",
-                            help="write no TensorBoard runs")
+                            help="write no TensorBoard runs (whatever --logger says)")
     parser.add_argument("--no-plots", action="store_true", help=plots_help)
     parser.add_argument("--no-progress", action="store_true", help=progress_help)
 
@@ -66,14 +76,29 @@ def sweep_fields(args: argparse.Namespace) -> dict[str, Any]:
             "progress": not args.no_progress}
 
 
+def logger_fields(args: argparse.Namespace) -> dict[str, bool]:
+    """The config's ``tensorboard`` and ``wandb`` from ``--logger`` and ``--no-tensorboard``; a
+    ``ValueError`` for ``none`` beside another logger."""
+    chosen = set(args.logger)
+    if "none" in chosen and len(chosen) > 1:
+        raise ValueError(f"--logger none cannot go with {sorted(chosen - {'none'})}: give "
+                         "none alone, or the loggers to use")
+    return {"tensorboard": "tensorboard" in chosen and not args.no_tensorboard,
+            "wandb": "wandb" in chosen}
+
+
 def print_result(result: SweepResult) -> None:
-    """The command's console output: the table, the files written, where TensorBoard reads."""
+    """The command's console output: the table, the files written, where TensorBoard reads
+    and where W&B wrote."""
     print(result.table_markdown)
     print(f"Wrote {len(result.files)} files to {result.config.out} in {result.seconds:.0f} s:")
     for path in result.files:
         print(f"  {path}")
     if result.tensorboard is not None:
         print(f"TensorBoard: tensorboard --logdir {result.tensorboard}")
+    if result.wandb is not None:
+        print(f"W&B: the runs' files are in {result.wandb} (offline runs: wandb sync "
+              f"{result.wandb}/offline-run-*)")
 
 
 @dataclass(frozen=True)

@@ -299,8 +299,8 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path,
         "out", "conditions", "seeds", "rounds", "base_seed", "quick", "tiny", "model",
         "lm_nodes", "questions", "completions", "num_external", "system_prompt",
         "demo_accuracy", "demo_tag_probability", "leave_round", "learning_rate",
-        "max_new_tokens", "jobs", "threads", "ray", "device", "tensorboard", "plots", "resume",
-        "progress"}
+        "max_new_tokens", "jobs", "threads", "ray", "device", "tensorboard", "wandb", "plots",
+        "resume", "progress"}
     expected = [dataclasses.asdict(r) for r in summarise({"demonstrator leaves": runs})]
     assert json.dumps(summary["rows"]) == json.dumps(expected)
 

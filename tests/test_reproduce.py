@@ -239,7 +239,7 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
     assert set(summary["settings"]) == {
         "out", "learner", "tiny", "model", "experiments", "protocol", "seeds", "base_seed",
         "rounds", "n_agents", "held_out_every", "held_out_questions", "jobs", "ray",
-        "tensorboard", "plots", "resume", "checkpoint_every", "progress", "quick",
+        "tensorboard", "wandb", "plots", "resume", "checkpoint_every", "progress", "quick",
         "grpo_max_new_tokens", "swarm"}
     expected = [dataclasses.asdict(r) for r in summarise(config, runs)]
     assert json.dumps(summary["rows"]) == json.dumps(expected)

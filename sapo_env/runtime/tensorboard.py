@@ -1,21 +1,14 @@
 """TensorBoard logging for ``sapo_env.runtime.run``: watch a swarm train with ``tensorboard
 --logdir``.
 
-``TensorBoardCallback`` writes, every round, under namespaced tags:
-
-- ``reward/node_k``, ``reward/swarm_mean``, ``reward/swarm_min``, ``reward/swarm_max``;
-- ``task/<task>``: the swarm's mean score on each task drawn that round;
-- ``pool/shared``, ``pool/shared_mean_reward``, ``pool/informative_fraction``,
-  ``pool/zero_advantage_fraction``;
-- ``sampling/num_external/node_k`` (the J in force), ``sampling/generated_completions/node_k``
-  (the node's generation cost), ``sampling/taken_by_others/node_k``,
-  ``sampling/external_shortfall/node_k``;
-- ``learn/<metric>/node_k``: whatever each agent's ``learn`` returned;
-- ``held_out/node_k`` and ``held_out/mean`` when given a ``HeldOutEvaluator``;
-
-and, once, the run's configuration as text (``config``). It needs the ``tensorboard`` package
-(``pip install 'sapo-env[meta]'``) but neither torch nor TensorFlow: events are written with
-TensorBoard's own event-file writer.
+``TensorBoardCallback`` writes, every round, the scalars of
+:func:`sapo_env.runtime.scalars.round_scalars` under their namespaced tags (``reward/node_k``,
+``reward/swarm_mean``, ``task/<task>``, ``pool/shared``, ``sampling/num_external/node_k``,
+``learn/<metric>/node_k``, ...: the list is in :mod:`sapo_env.runtime.scalars`), ``held_out/*``
+when given a ``HeldOutEvaluator``, and, once, the run's configuration as text (``config``).
+W&B gets the same scalars from :mod:`sapo_env.runtime.wandb_logger`. It needs the
+``tensorboard`` package (``pip install 'sapo-env[meta]'``) but neither torch nor TensorFlow:
+events are written with TensorBoard's own event-file writer.
 
 Example::
 
@@ -36,16 +29,19 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from sapo_env.runtime.metrics import pool_health_of
 from sapo_env.runtime.records import Callback, History, RoundRecord
+from sapo_env.runtime.scalars import (
+    finite,
+    held_out_scalars,
+    round_scalars,
+    run_name,
+    run_settings,
+)
 from sapo_env.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -63,18 +59,6 @@ def _require_tensorboard():
             "pip install 'sapo-env[meta]' (or pip install tensorboard)"
         ) from error
     return Event, Summary, text_pb, EventFileWriter
-
-
-def run_name(config: Any, label: str = "", seed: int | None = None) -> str:
-    """A run name from an experiment label, the config's distinctive settings and the seed."""
-    parts = [label] if label else []
-    if config is not None:
-        # the paper's protocol has no fixed B: its question count follows each node's J
-        questions = "I" if config.questions_per_round is None else config.questions_per_round
-        parts.append(f"n{config.n_agents}-B{questions}-L{config.completions_per_question}")
-    if seed is not None:
-        parts.append(f"seed{seed}")
-    return "-".join(parts) or "run"
 
 
 class TensorBoardCallback(Callback):
@@ -108,9 +92,12 @@ class TensorBoardCallback(Callback):
         return self.log_dir / (self.run_name or "run")
 
     # --- writing -----------------------------------------------------------------------------
-    def _scalars(self, step: int, values: Mapping[str, float]) -> None:
-        items = [self._summary.Value(tag=tag, simple_value=float(v))
-                 for tag, v in values.items() if v is not None and math.isfinite(float(v))]
+    def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
+        """Write ``values`` (tag -> number; None and NaN left out) at ``step`` (a round): what
+        a harness adds beside the env's scalars (``WandbCallback.log_scalars`` takes the
+        same)."""
+        items = [self._summary.Value(tag=tag, simple_value=v)
+                 for tag, v in finite(values).items()]
         if items and self._writer is not None:
             self._writer.add_event(self._event(wall_time=time.time(), step=step,
                                                summary=self._summary(value=items)))
@@ -134,46 +121,16 @@ class TensorBoardCallback(Callback):
         self._writer.add_event(self._event(wall_time=time.time(), step=getattr(env, "round", 0),
                                            session_log=SessionLog(status=SessionLog.START)))
         self._agents = tuple(env.possible_agents)
-        self._text("config", _describe(config, self.hparams, agents))
+        self._text("config", _markdown(run_settings(config, self.hparams, agents)))
         logger.info("TensorBoard run at %s", self.path)
 
     def on_round_end(self, record: RoundRecord) -> None:
-        step = record.round
-        rewards = {a: r for a, r in record.rewards.items()}
-        values: dict[str, float] = {f"reward/{a}": r for a, r in rewards.items()}
-        if rewards:
-            r = np.fromiter(rewards.values(), dtype=np.float64)
-            values |= {"reward/swarm_mean": r.mean(), "reward/swarm_min": r.min(),
-                       "reward/swarm_max": r.max()}
-        by_task: dict[str, list[float]] = {}
-        for a, info in record.infos.items():
-            for task, score in info.get("task_scores", {}).items():
-                by_task.setdefault(task, []).append(score)
-            for key in ("num_external", "generated_completions", "taken_by_others",
-                        "external_shortfall"):
-                if key in info:
-                    values[f"sampling/{key}/{a}"] = info[key]
-        values |= {f"task/{t}": float(np.mean(s)) for t, s in by_task.items()}
-        pool = pool_health_of([record.infos], list(record.infos))  # the sweep's definitions
-        values["pool/shared"] = float(pool.shared[0])
-        for key in ("shared_mean_reward", "informative_fraction", "zero_advantage_fraction"):
-            value = float(getattr(pool, key)[0])
-            if not math.isnan(value):  # NaN: nothing shared, or nothing answered, this round
-                values[f"pool/{key}"] = value
-        for a, metrics in record.learn_metrics.items():
-            for key, v in metrics.items():
-                if isinstance(v, (int, float, np.floating, np.integer)):
-                    values[f"learn/{key}/{a}"] = float(v)
-        self._scalars(step, values)
-        if (step + 1) % self.flush_every == 0 and self._writer is not None:
+        self.log_scalars(record.round, round_scalars(record))
+        if (record.round + 1) % self.flush_every == 0 and self._writer is not None:
             self._writer.flush()
 
     def _log_held_out(self, round_: int, scores: Mapping[str, float]) -> None:
-        evaluated = {a: s for a, s in scores.items() if not np.isnan(s)}  # NaN: sat it out
-        values = {f"held_out/{a}": s for a, s in evaluated.items()}
-        if evaluated:
-            values["held_out/mean"] = float(np.mean(list(evaluated.values())))
-        self._scalars(round_, values)
+        self.log_scalars(round_, held_out_scalars(scores))
 
     def state_dict(self) -> dict[str, Any]:
         """Nothing to save (the events are on disk), but a checkpoint taking it flushes them, so
@@ -192,15 +149,10 @@ class TensorBoardCallback(Callback):
             self._writer = None
 
 
-def _describe(config: Any, hparams: Mapping[str, Any], agents: Mapping[str, Any]) -> str:
-    """The configuration as Markdown for TensorBoard's text tab."""
-    rows = dict(hparams)
-    if config is not None:
-        rows |= config.summary()
-    kinds = sorted({type(agent).__name__ for agent in agents.values()})
-    rows["agents"] = ", ".join(kinds)
+def _markdown(settings: Mapping[str, Any]) -> str:
+    """The run's settings (``run_settings``) as Markdown for TensorBoard's text tab."""
     lines = ["| setting | value |", "| --- | --- |"]
-    lines += [f"| {k} | {json.dumps(v, default=str)} |" for k, v in rows.items()]
+    lines += [f"| {k} | {json.dumps(v)} |" for k, v in settings.items()]
     return "\n".join(lines)
 
 

@@ -70,7 +70,7 @@ def config_from_args(args: argparse.Namespace) -> FormatConfig:
         learning_rate=args.lr,
         tiny=TinyNodes(task=args.tiny_task) if args.learner == "tiny" else None,
         demo_accuracy=args.demo_accuracy, demo_tag_probability=args.demo_tag_probability,
-        threads=args.threads, device=args.device, tensorboard=not args.no_tensorboard,
+        threads=args.threads, device=args.device, **sweep_cli.logger_fields(args),
         num_external=args.num_external, leave_round=args.leave_round,
         max_new_tokens=args.max_new_tokens,
         **({"conditions": tuple(args.conditions)} if args.conditions else {}))

@@ -167,6 +167,9 @@ class FormatConfig(SweepConfig):
     # --- output ---
     tensorboard: bool = True
     """Write TensorBoard runs under ``out/tensorboard``."""
+    wandb: bool = False
+    """Log each run to W&B as well (``sapo_env.runtime.wandb_logger``: files in ``out/wandb``;
+    ``WANDB_MODE=offline`` sends nothing)."""
 
     def presets(self) -> dict[str, Any]:
         return QUICK if self.quick else FULL
@@ -274,7 +277,7 @@ class FormatConfig(SweepConfig):
 
 
 #: fields that change no run's numbers (left out of the resume key)
-_OUTPUT_ONLY = {"out", "conditions", "seeds", "quick", "tensorboard", "plots", "resume",
+_OUTPUT_ONLY = {"out", "conditions", "seeds", "quick", "tensorboard", "wandb", "plots", "resume",
                 "progress", "jobs", "threads", "ray", "model"}
 
 

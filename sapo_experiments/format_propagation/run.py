@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from sapo_env.runtime.tensorboard import TensorBoardCallback
 from sapo_experiments.format_propagation.config import BY_NAME, Condition, FormatConfig, RunSpec
 from sapo_experiments.format_propagation.metrics import METRICS, round_metrics
 from sapo_experiments.run_files import RunFile
@@ -99,32 +98,42 @@ def tiny_agents(config: FormatConfig, condition: Condition, seed: np.random.Seed
     return batched_swarm([*nodes, demo], names)
 
 
-class FormatBoard(TensorBoardCallback):
-    """The env's scalars plus ``format/tag_use/node_k``, ``format/lenient_accuracy/node_k`` and
-    ``format/informative_external/node_k`` (external groups that carried gradient)."""
+def format_scalars(values: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """What the loggers get beside the env's scalars: ``format/tag_use/node_k``,
+    ``format/lenient_accuracy/node_k`` and ``format/informative_external/node_k`` (external
+    groups that carried gradient)."""
+    return {f"format/{k}/{a}": v[k] for a, v in values.items()
+            for k in ("tag_use", "lenient_accuracy", "informative_external")}
 
-    def log_format(self, step: int, values: Mapping[str, Mapping[str, float]]) -> None:
-        self._scalars(step, {f"format/{k}/{a}": v[k] for a, v in values.items()
-                             for k in ("tag_use", "lenient_accuracy", "informative_external")})
 
+def _loggers(config: FormatConfig, spec: RunSpec, condition: Condition) -> list[Any]:
+    """The run's loggers (``config.tensorboard``, ``config.wandb``); one whose package is
+    missing is skipped with a warning (they are optional extras)."""
+    hparams = {"condition": condition.label, "seed_index": spec.seed_index,
+               "model": config.model_name(), "learning_rate": config.learning_rate,
+               "max_new_tokens": config.max_new_tokens, "demo_accuracy": config.demo_accuracy,
+               "demo_tag_probability": config.demo_tag_probability,
+               "leave_round": config.first_absent_round if condition.leaves else None}
+    loggers: list[Any] = []
+    if config.tensorboard:
+        # a run done again starts its folder afresh, or old and new event files would both show
+        shutil.rmtree(config.out / "tensorboard" / spec.name, ignore_errors=True)
+        try:
+            from sapo_env.runtime.tensorboard import TensorBoardCallback
 
-def _board(config: FormatConfig, spec: RunSpec, condition: Condition) -> FormatBoard | None:
-    """The TensorBoard writer of the run, or None."""
-    if not config.tensorboard:
-        return None
-    # a run done again starts its folder afresh, or old and new event files would both show
-    shutil.rmtree(config.out / "tensorboard" / spec.name, ignore_errors=True)
-    try:
-        return FormatBoard(config.out / "tensorboard", run_name=spec.name, flush_every=5,
-                           hparams={
-            "condition": condition.label, "seed_index": spec.seed_index,
-            "model": config.model_name(), "learning_rate": config.learning_rate,
-            "max_new_tokens": config.max_new_tokens, "demo_accuracy": config.demo_accuracy,
-            "demo_tag_probability": config.demo_tag_probability,
-            "leave_round": config.first_absent_round if condition.leaves else None})
-    except ImportError as error:  # tensorboard is an optional extra
-        logger.warning("%s; writing no TensorBoard runs", error)
-        return None
+            loggers.append(TensorBoardCallback(config.out / "tensorboard", run_name=spec.name,
+                                               flush_every=5, hparams=hparams))
+        except ImportError as error:
+            logger.warning("%s; writing no TensorBoard runs", error)
+    if config.wandb:
+        try:
+            from sapo_env.runtime.wandb_logger import WandbCallback
+
+            loggers.append(WandbCallback(run_name=spec.name, group=Path(config.out).name,
+                                         log_dir=config.out, hparams=hparams))
+        except ImportError as error:
+            logger.warning("%s; logging no W&B runs", error)
+    return loggers
 
 
 def run_one(spec: RunSpec) -> Path:
@@ -145,11 +154,11 @@ def compute(spec: RunSpec) -> RunFile:
     arrays = {m: np.full((config.rounds, len(names)), np.nan) for m in METRICS}
     round_seconds = np.zeros(config.rounds)
     samples = [[""] * len(names) for _ in range(config.rounds)]  # one completion per node
-    board = _board(config, spec, condition)
+    loggers = _loggers(config, spec, condition)
     calls = sapo_env.runtime.AgentCalls(agents)  # how each node is called, once a run
     observations, _ = env.reset(seed=env_seed)
-    if board is not None:
-        board.on_run_start(env, agents)
+    for log in loggers:
+        log.on_run_start(env, agents)
     bar = tqdm(range(config.rounds), desc=spec.name, unit="round", disable=not config.progress)
     for t in bar:
         started = time.perf_counter()
@@ -168,11 +177,11 @@ def compute(spec: RunSpec) -> RunFile:
         lm = [v for a, v in values.items() if names.index(a) < config.lm_nodes]
         bar.set_postfix(tags=f"{np.mean([v['tag_use'] for v in lm]):.2f}",
                         reward=f"{np.mean([v['reward'] for v in lm]):.2f}")
-        if board is not None:
-            board.on_round_end(record)
-            board.log_format(record.round, values)
-    if board is not None:
-        board.on_run_end(None)
+        for log in loggers:
+            log.on_round_end(record)
+            log.log_scalars(record.round, format_scalars(values))
+    for log in loggers:
+        log.on_run_end(None)
     meta = {"key": spec.key(), "condition": condition.label, "seed_index": spec.seed_index,
             "env_seed": env_seed, "seconds": float(round_seconds.sum()), "agents": list(names),
             "lm_nodes": config.lm_nodes, "leave_round": (config.first_absent_round

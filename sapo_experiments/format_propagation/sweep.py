@@ -31,7 +31,8 @@ def report(config: FormatConfig, finished: list[tuple[RunSpec, dict[str, Any]]]
     return FormatResult(config=config, rows=rows, runs=runs, summary=summary,
                         table_markdown=format_markdown(rows, config),
                         files=[plot_figure(config, runs)] if config.plots else [],
-                        tensorboard=config.out / "tensorboard" if config.tensorboard else None)
+                        tensorboard=config.out / "tensorboard" if config.tensorboard else None,
+                        wandb=config.out / "wandb" if config.wandb else None)
 
 
 def format_propagation(config: FormatConfig | None = None) -> FormatResult:

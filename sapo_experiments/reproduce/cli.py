@@ -134,7 +134,7 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
     return ReproduceConfig(
         **sweep_cli.sweep_fields(args), learner=learner, tiny=tiny, model=args.model,
         protocol=args.protocol, n_agents=args.nodes, checkpoint_every=args.checkpoint_every,
-        tensorboard=not args.no_tensorboard, swarm=swarm,
+        **sweep_cli.logger_fields(args), swarm=swarm,
         experiments=tuple(args.experiments) if args.experiments else None,
         held_out_every=args.held_out_every, held_out_questions=args.held_out_questions)
 

@@ -121,6 +121,11 @@ class ReproduceConfig(SweepConfig):
     """Questions in the held-out set (None: 64, quick 16; tiny 32)."""
     tensorboard: bool = True
     """Write TensorBoard runs (skipped with a warning if tensorboard is not installed)."""
+    wandb: bool = False
+    """Log each run to W&B as well (``sapo_env.runtime.wandb_logger``: project ``sapo-env`` or
+    ``WANDB_PROJECT``, group the ``out`` folder's name, files in ``out/wandb``; where W&B sends
+    them is its own setting: ``WANDB_MODE=offline`` sends nothing; skipped with a warning if
+    wandb is not installed)."""
     checkpoint_every: int = 100
     """Rounds between a run's checkpoints (``out/runs/<run>.<key>.ckpt``, removed when the run
     finishes), from which an interrupted sweep resumes mid-run with the same results (with

@@ -128,6 +128,16 @@ def compute(spec: RunSpec) -> RunFile:
                          "learner": describe(c.agent_factory())}))
         except ImportError as error:
             logger.warning("%s; writing no TensorBoard runs", error)
+    if c.wandb:
+        try:
+            from sapo_env.runtime.wandb_logger import WandbCallback
+
+            callbacks.append(WandbCallback(
+                run_name=spec.name, group=Path(c.out).name, log_dir=c.out, held_out=evaluator,
+                hparams={"experiment": e.label, "seed_index": spec.seed_index,
+                         "learner": describe(c.agent_factory())}))
+        except ImportError as error:
+            logger.warning("%s; logging no W&B runs", error)
     history = sapo_env.runtime.run(env, agents, callbacks=callbacks, progress=False, seed=env_seed,
                            checkpoint=checkpoint)
     pool = metrics.pool_health(history)
@@ -177,7 +187,8 @@ def report(config: ReproduceConfig, finished: list[tuple[RunSpec, dict[str, Any]
         files=[config.out / "results.csv", *(plot_figures(config, runs) if config.plots else [])],
         summary={"run_seconds": run_seconds(finished),
                  "rows": [dataclasses.asdict(r) for r in rows]},
-        tensorboard=config.out / "tensorboard" if config.tensorboard else None)
+        tensorboard=config.out / "tensorboard" if config.tensorboard else None,
+        wandb=config.out / "wandb" if config.wandb else None)
 
 
 def reproduce(config: ReproduceConfig | None = None) -> ReproduceResult:
