@@ -11,7 +11,7 @@ from sapo_experiments.attack.sweep import attack
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true",
-                        help=f"a smoke test (19 s wall, 33 s CPU at load 1.5 on 2 cores): "
+                        help=f"a smoke test (15 s wall, 28 s CPU with --jobs 2 on 2 idle cores): "
                              f"{QUICK['rounds']} rounds, {QUICK['seeds']} seeds, 30%% "
                              "adversaries, no ablation")
     parser.add_argument("--attacks", nargs="+", default=None, choices=ATTACKS,
