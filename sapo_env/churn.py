@@ -2,11 +2,15 @@
 
 A real swarm's machines come and go. The env's contract, in PettingZoo's terms:
 
-- **Offline for a round**: a live node's action is ``None`` (``OFFLINE``). It answers nothing,
-  publishes nothing and gets an empty training set, so it does not train; its questions of the
-  round are dropped unscored and its J stays as it was. Its reward is 0.0 (it earned nothing,
-  like a node that answered nothing) and its info is ``{"status": "offline", "num_external":
-  J, "generated_completions": 0}``; it stays live and acts again next round.
+- **Offline for a round**: a live node's action is ``{"offline": True}`` (``OFFLINE``). It
+  answers nothing, publishes nothing and gets an empty training set, so it does not train; its
+  questions of the round are dropped unscored and its J stays as it was. Its reward is 0.0 (it
+  earned nothing, like a node that answered nothing) and its info is ``{"status": "offline",
+  "num_external": J, "generated_completions": 0}``; it stays live and acts again next round.
+  The env reads an action of ``None`` the same way (PettingZoo's "no action"), but an agent
+  should return ``OFFLINE``: ``None`` is also what an ``act`` that forgot to ``return`` gives,
+  so ``sapo_env.runtime.run`` warns once per node whose ``act`` returns it, and stops with an
+  error when every node's does in the same round.
 - **Leaving**: a live node's action is ``{"leave": True}`` (``LEAVE``). It is terminated:
   reward 0.0, ``terminations[node] = True``, a last observation with no questions and an
   empty batch, info ``{"status": "left", ...}``, and it is gone from ``env.agents``. PettingZoo
@@ -48,13 +52,20 @@ import numpy as np
 
 STATUSES = ("online", "offline", "pending", "left", "joined")
 """``infos[node]["status"]`` values (see the module docstring)."""
-OFFLINE = None
-"""The action of a node that sits this round out."""
+OFFLINE: Mapping[str, bool] = MappingProxyType({"offline": True})
+"""The action of a node that sits this round out (the env reads ``None`` the same way)."""
 LEAVE: Mapping[str, bool] = MappingProxyType({"leave": True})
 """The action of a node that leaves the swarm for good."""
 PENDING: Mapping[str, bool] = MappingProxyType({"pending": True})
 """The action of a node that has not answered its questions yet and keeps them."""
-_MARKERS = {"leave": (LEAVE, "left"), "pending": (PENDING, "pending")}
+_MARKERS = {"leave": (LEAVE, "left"), "pending": (PENDING, "pending"),
+            "offline": (OFFLINE, "offline")}
+
+
+def is_offline(action: Any) -> bool:
+    """Whether ``action`` sits the round out: exactly ``OFFLINE`` (``{"offline": True}``), or
+    ``None``."""
+    return action is None or _is_marker(action, "offline")
 
 
 def is_leave(action: Any) -> bool:
@@ -72,17 +83,18 @@ def is_pending(action: Any) -> bool:
 def absence(node: str, action: Any) -> str | None:
     """The status of a node whose ``action`` does not play the round (``"offline"``,
     ``"left"``, ``"pending"``), None for an action that plays (to be parsed as one); a mapping
-    with a ``"leave"`` or ``"pending"`` key that is not exactly the marker raises
+    with a ``"leave"``, ``"pending"`` or ``"offline"`` key that is not exactly the marker raises
     ``ValueError``. The one definition the env (:func:`split_actions`) and the runner's screen
     of remote nodes share."""
-    if action is OFFLINE:
+    if action is None:
         return "offline"
     if isinstance(action, Mapping):
         for key, (marker, status) in _MARKERS.items():
             if key in action:
                 if not _is_marker(action, key):
-                    raise ValueError(f"{node}: a {key} action is exactly {dict(marker)!r}, got "
-                                     f"{_short(action)}")
+                    article = "an" if key == "offline" else "a"
+                    raise ValueError(f"{node}: {article} {key} action is exactly "
+                                     f"{dict(marker)!r}, got {_short(action)}")
                 return status
     return None
 

@@ -17,6 +17,11 @@ so that they all work at once.
   ``submit_act_jointly``/``submit_learn_jointly`` start one call for all its nodes, so a round
   costs two remote calls per actor however many nodes it holds.
 
+An ``act`` that returns ``None`` sits the round out (``sapo_env.churn``), but ``None`` is also
+what an ``act`` that forgot to ``return`` gives: :meth:`AgentCalls.act` warns once per node that
+does, and :meth:`AgentCalls.require_an_action` (``run`` calls it every round) stops a run in
+which every node's does. ``sapo_env.churn.OFFLINE`` is the way to sit a round out.
+
 A node that is gone (its process or machine died) raises ``NodeFailure``: its act becomes
 ``{"leave": True}`` and it leaves the swarm; a lost update is logged. Any other exception from
 an agent in this process is a bug and propagates.
@@ -162,6 +167,7 @@ class AgentCalls:
         #: remote joint actor (the nodes it hosts, "node_0, node_1") -> keys it sent back for
         #: nodes it was not asked for, dropped (the first time logged)
         self.foreign_keys: dict[str, int] = {}
+        self.returned_none: set[str] = set()  #: nodes whose act returned None (warned once)
 
     def is_remote(self, node: str) -> bool:
         """Whether ``node`` runs elsewhere: a ``ConcurrentAgent``, or a member of a
@@ -189,7 +195,25 @@ class AgentCalls:
                            else self._answers(group, acted, remote, learned=False))
         actions.update({a: unless_failed(a, future.result, failed=LEAVE)
                         for a, future in pending.items()})
+        for a in observations:
+            if actions[a] is None and a not in self.returned_none:
+                self.returned_none.add(a)
+                logger.warning("%s: its agent's act returned None, which sits the round out "
+                               "(offline); did act forget to return? Return the node's "
+                               "completions, or sapo_env.churn.OFFLINE to sit a round out "
+                               "(warned once per node)", a)
         return {a: actions[a] for a in observations}
+
+    def require_an_action(self, round_: int, actions: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` when every node of ``actions`` runs in this process and its
+        ``act`` returned None: no node plays, round after round, and a run would end with only
+        NaN rewards. (A remote node's None cannot stop a run: it only sits the round out.)"""
+        if actions and all(v is None for v in actions.values()) \
+                and not any(self.is_remote(a) for a in actions):
+            raise ValueError(f"round {round_}: the act of every node ({', '.join(actions)}) "
+                             "returned None, so no node plays; does act end with `return "
+                             "action`? Return the node's completions (sapo_env.runtime.Agent), or "
+                             "sapo_env.churn.OFFLINE for a node that sits a round out")
 
     def learn(self, batches: Mapping[str, Sequence[Group]]) -> dict[str, dict[str, float]]:
         """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote

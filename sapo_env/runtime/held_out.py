@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from sapo_env.churn import is_leave, is_pending
+from sapo_env.churn import is_leave, is_offline, is_pending
 from sapo_env.config import SwarmConfig
 from sapo_env.runtime.agent_calls import AgentCalls, Evaluable
 from sapo_env.runtime.records import Callback, History, RoundRecord
@@ -43,8 +43,8 @@ def evaluate_by_task(agent: Any, questions: Sequence[DrawnQuestion], config: Swa
                      round_: int = 0, samples: int = 1) -> dict[str, float]:
     """Mean verifier score of one agent on a question set, per task (tasks in the order they
     first appear); :func:`evaluate` describes how the agent is asked. ``{}`` when the agent
-    sits the evaluation out (its ``act`` returns None, as an offline ``ChurningAgent``'s
-    does, or a leave or pending action)."""
+    sits the evaluation out (its ``act`` returns ``OFFLINE`` or None, as an offline
+    ``ChurningAgent``'s does, or a leave or pending action)."""
     extract = get_extractor(config.answer_format)
     scores: dict[str, list[float]] = {}
     step = max(config.train_budget, 1)
@@ -56,7 +56,7 @@ def evaluate_by_task(agent: Any, questions: Sequence[DrawnQuestion], config: Swa
                 completions_per_question=samples, train_budget=config.train_budget,
                 num_external=0, questions=tuple(d.question for d in chunk))
             action = agent.act(observation)
-            if action is None or is_leave(action) or is_pending(action):
+            if is_offline(action) or is_leave(action) or is_pending(action):
                 return {}
             for drawn, completions in zip(chunk, action["completions"]):
                 scores.setdefault(drawn.question["task"], []).extend(

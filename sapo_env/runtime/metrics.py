@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sapo_env.runtime.held_out import HeldOutEvaluator, HeldOutResult, evaluate, held_out_questions
-from sapo_env.runtime.records import History
+from sapo_env.runtime.records import History, nanmean
 from sapo_env.validation import check_int
 
 PAPER_WINDOW = 100
@@ -112,16 +112,8 @@ def task_rewards(history: History) -> dict[str, np.ndarray]:
 
 def task_curves(history: History, window: int = PAPER_WINDOW) -> dict[str, np.ndarray]:
     """Per task, the (rounds,) swarm reward on that task, moving-averaged over ``window``."""
-    return {task: moving_average(_nanmean(scores, axis=1), window)
+    return {task: moving_average(nanmean(scores, axis=1), window)
             for task, scores in task_rewards(history).items()}
-
-
-def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
-    """Mean ignoring NaN; NaN (without a warning) where everything is NaN."""
-    present = ~np.isnan(values)
-    counts = present.sum(axis=axis)
-    sums = np.where(present, values, 0.0).sum(axis=axis)
-    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 # --- pool health -----------------------------------------------------------------------------
@@ -180,17 +172,17 @@ def pool_health_of(infos: Sequence[Mapping[str, Mapping[str, Any]]],
         mean_reward = np.where(total > 0, weighted / np.maximum(total, 1), np.nan)
         size = per_node("pool_size")
         filtered = per_node("pool_size_filtered")
-        fraction = _nanmean(np.where(size > 0, filtered / np.where(size > 0, size, 1), np.nan),
-                            axis=1)
+        fraction = nanmean(np.where(size > 0, filtered / np.where(size > 0, size, 1), np.nan),
+                           axis=1)
     return PoolHealth(
         shared=total,
         shared_mean_reward=mean_reward,
-        informative=_nanmean(filtered, axis=1),
+        informative=nanmean(filtered, axis=1),
         informative_fraction=fraction,
         contribution=per_node("taken_by_others", 0.0),
         consumption=per_node("external_groups", 0.0),
         external_shortfall=per_node("external_shortfall", 0.0),
-        zero_advantage_fraction=_nanmean(per_node("zero_advantage_fraction"), axis=1),
+        zero_advantage_fraction=nanmean(per_node("zero_advantage_fraction"), axis=1),
     )
 
 

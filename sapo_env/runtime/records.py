@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sapo_env.churn import is_leave, is_pending
+from sapo_env.churn import is_leave, is_offline, is_pending
 from sapo_env.config import SwarmConfig
 from sapo_env.runtime.agent_calls import Agent
 from sapo_env.types import Action, Observation
@@ -68,7 +68,7 @@ class History:
 
     agents: tuple[str, ...]
     config: SwarmConfig
-    rewards: np.ndarray  #: (rounds, n) per-node reward; NaN where a node did not act
+    rewards: np.ndarray  #: (rounds, n) per-node reward; NaN where a node did not play
     #: (rounds, n) J in force each round (the external groups its training set asked for,
     #: chosen by the node's action of the round before); -1 where it did not act
     num_external: np.ndarray
@@ -83,13 +83,14 @@ class History:
 
     @property
     def swarm_mean(self) -> np.ndarray:
-        """(rounds,) mean reward over the nodes that acted."""
-        return np.nanmean(self.rewards, axis=1)
+        """(rounds,) mean reward over the nodes that played; NaN in a round no node played."""
+        return nanmean(self.rewards, axis=1)
 
     @property
     def cumulative_reward(self) -> float:
-        """Sum over rounds of the swarm-mean reward (most likely the paper's measure)."""
-        return float(self.swarm_mean.sum())
+        """Sum over rounds of the swarm-mean reward (most likely the paper's measure); a round
+        no node played adds nothing."""
+        return float(np.nansum(self.swarm_mean))
 
     @property
     def cumulative_reward_total(self) -> float:
@@ -105,6 +106,15 @@ class History:
         return self.rewards[:, self.agents.index(agent)]
 
 
+def nanmean(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean along ``axis`` ignoring NaN; NaN, without numpy's "Mean of empty slice" warning,
+    where there is no value (a round no node played, a node that never played)."""
+    present = ~np.isnan(values)
+    counts = present.sum(axis=axis)
+    sums = np.where(present, values, 0.0).sum(axis=axis)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
 def with_num_external(actions: Mapping[str, Any], num_external: Mapping[str, int] | None
                       ) -> dict[str, Any]:
     """A copy of ``actions`` in which each node of ``num_external`` that plays has that J: the
@@ -113,7 +123,8 @@ def with_num_external(actions: Mapping[str, Any], num_external: Mapping[str, int
     record holds the J the env saw). Only a mapping gets one: anything else a remote node sent
     is the runner's screen's to refuse, not an error here."""
     playing = {a: j for a, j in (num_external or {}).items() if isinstance(actions[a], Mapping)
-               and not is_leave(actions[a]) and not is_pending(actions[a])}
+               and not is_leave(actions[a]) and not is_pending(actions[a])
+               and not is_offline(actions[a])}
     return {a: {**action, "num_external": playing[a]} if a in playing else action
             for a, action in actions.items()}
 

@@ -181,6 +181,7 @@ def play_round(
     calls = agents if isinstance(agents, AgentCalls) else AgentCalls(agents)
     round_ = env.round
     acted = calls.act({a: observations[a] for a in env.agents})
+    calls.require_an_action(round_, acted)
     actions = with_num_external(acted, num_external)
     refused = (refusals or Refusals()).screen(env, calls, observations, actions)
     observations, rewards, _, _, infos = env.step(actions)
