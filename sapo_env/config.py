@@ -110,6 +110,14 @@ class SwarmConfig:
     64 slow answers delay a round by about this, not by 64 time limits. 10 s is over fifteen
     times what the paper's nine tasks need at 16 questions a node; raise it for slow tasks
     (intermediate_integration: up to 0.24 s a completion)."""
+    round_score_budget: float | None = None
+    """Seconds of scoring the whole round gets, all nodes together (None: only each node's
+    ``node_score_budget``). Each node then gets an equal share, ``round_score_budget /
+    n_agents`` (or ``node_score_budget`` if smaller): however many nodes send slow answers or
+    packets, the round's scoring lasts at most this (plus the scoring child's 2 s kill grace
+    off the main thread), and no node's slowness eats another's share. Off by default because
+    the share shrinks as the swarm grows: set it to bound a step whatever the number of
+    hostile nodes, with a share well above an honest node's need (``scoring_budget``)."""
 
     # --- training set ------------------------------------------------------------------------
     train_budget: int = 8
@@ -179,7 +187,7 @@ class SwarmConfig:
         check_int("train_budget", self.train_budget, 0)
         check_int("max_completion_chars", self.max_completion_chars, 1)
         check_int("max_answer_chars", self.max_answer_chars, 1)
-        for name in ("score_time_limit", "node_score_budget"):
+        for name in ("score_time_limit", "node_score_budget", "round_score_budget"):
             limit = getattr(self, name)
             if limit is not None and (isinstance(limit, bool) or not isinstance(
                     limit, (int, float)) or not math.isfinite(limit) or limit <= 0):
@@ -270,6 +278,14 @@ class SwarmConfig:
     @property
     def agent_names(self) -> tuple[str, ...]:
         return tuple(f"node_{i}" for i in range(self.n_agents))
+
+    @property
+    def scoring_budget(self) -> float | None:
+        """Seconds of scoring each node gets a round: ``node_score_budget``, or its share of
+        ``round_score_budget`` if that is smaller (None: no budget)."""
+        share = None if self.round_score_budget is None else self.round_score_budget / self.n_agents
+        budgets = [b for b in (self.node_score_budget, share) if b is not None]
+        return min(budgets) if budgets else None
 
     @property
     def scoring_limits(self) -> ScoringLimits:

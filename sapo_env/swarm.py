@@ -250,7 +250,7 @@ class SwarmEnv(ParallelEnv):
         return score_round(
             self._run.drawn, {a: parsed[a].completions for a in parsed}, self._extract,
             self.config.scoring_limits, self.config.completions_per_question, self._scoring,
-            self.config.node_score_budget, spent)
+            self.config.scoring_budget, spent)
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
                 flat: np.ndarray) -> dict[str, list[Group]]:

@@ -166,3 +166,39 @@ def test_a_packet_left_unscored_is_rejected_as_scoring_timeout():
     accepted, rejected = verifier.screen([slow, group], failures=failures)
     assert accepted == [group] and rejected == {group["source"]: 1}
     assert failures[group["source"]]["timeout"] >= 1
+
+
+def test_a_round_budget_gives_each_node_an_equal_share():
+    """``scoring_budget``: the node budget, or the round budget's share if that is smaller."""
+    assert sapo_env.SwarmConfig(n_agents=4).scoring_budget == 10.0
+    assert sapo_env.SwarmConfig(n_agents=4, round_score_budget=8.0).scoring_budget == 2.0
+    assert sapo_env.SwarmConfig(n_agents=4, round_score_budget=80.0).scoring_budget == 10.0
+    assert sapo_env.SwarmConfig(n_agents=4, round_score_budget=8.0,
+                                node_score_budget=None).scoring_budget == 2.0
+    assert sapo_env.SwarmConfig(node_score_budget=None).scoring_budget is None
+    with pytest.raises(ValueError, match="round_score_budget must be None or a number"):
+        sapo_env.SwarmConfig(round_score_budget=-1.0)
+
+
+@pytest.mark.slow
+def test_a_round_budget_bounds_the_step_whatever_the_number_of_slow_senders(monkeypatch):
+    """Two slow senders, each with a budget of its own (``node_score_budget``), cost a step
+    two budgets (here 2 x 3 s of their 2 x 32 slow completions); under a round budget of 3 s
+    each node gets a third of it, and the step about one budget, however many send."""
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards", _slow_packets)
+    env = sapo_env.parallel_env(**{**SETTINGS, "node_score_budget": None,
+                                   "round_score_budget": BUDGET,
+                                   "adversaries": {"node_1": "forge_rewards",
+                                                   "node_2": "forge_rewards"}})
+    observations, _ = env.reset(seed=0)
+    observations, *_ = env.step(_actions(observations))
+    packets = COPIES * len(observations["node_2"]["questions"])
+    started = time.perf_counter()
+    _, _, _, _, infos = env.step(_actions(observations))
+    assert time.perf_counter() - started < BUDGET + 2.0
+    for a in ("node_1", "node_2"):
+        failures = infos[a]["scoring_failures"]
+        assert failures["budget"] >= 1  # its share ran out before its packets did
+        assert failures["timeout"] + failures["budget"] == packets * 4
+        assert infos[a]["rejected_groups"] == packets
+    assert sum(infos["node_0"]["scoring_failures"].values()) == 0

@@ -173,7 +173,7 @@ class PacketVerifier:
         c = self.config
         results = score_for_nodes(
             [(sender, claim.drawn, claim.group["completions"]) for sender, claim in claims],
-            self._extract, c.scoring_limits, self._scoring, c.node_score_budget, spent)
+            self._extract, c.scoring_limits, self._scoring, c.scoring_budget, spent)
         verdicts = []
         for (sender, claim), result in zip(claims, results):
             counts = failures.setdefault(sender, no_failures())

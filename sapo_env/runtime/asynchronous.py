@@ -24,10 +24,11 @@ What it changes:
   bit for bit. When every node makes every deadline, it is the synchronous run.
 - No checkpoints (their state would miss the work in flight).
 - The deadline bounds the wait for actions; scoring what arrived comes after it and is bounded
-  per node by ``node_score_budget`` (``sapo_env.scoring.guard``), so a round lasts at most the
-  deadline plus, for each node, its budget (a hostile node costs the round its budget, not
-  more). Scoring is not cut at the deadline: one cut shared by all would let one node's slow
-  completions cost the others their scores.
+  per node by ``SwarmConfig.scoring_budget`` (``sapo_env.scoring.guard``), so a round lasts at
+  most the deadline plus, for each node, its budget (a hostile node costs the round its budget,
+  not more; with ``round_score_budget`` all of them together cost at most that). Scoring is
+  not cut at the deadline: one cut shared by all would let one node's slow completions cost
+  the others their scores.
 - A node whose act raises ``NodeFailure`` (its actor died) leaves, as in synchronous rounds.
 
 Before the first round the run waits for every remote node to be up (``submit_ready``), at

@@ -9,7 +9,7 @@ scores 0, and is counted under a reason, when
 - ``"recursion"``: they raised RecursionError (deeply nested text);
 - ``"timeout"``: they ran past ``time_limit`` seconds of wall-clock time, and were interrupted;
 - ``"budget"``: the node whose completion it is has spent its scoring budget for the round
-  (``ScoreBudget``, ``SwarmConfig.node_score_budget``): it is not scored at all. A completion
+  (``ScoreBudget``, ``SwarmConfig.scoring_budget``): it is not scored at all. A completion
   that starts with less budget left than ``time_limit`` is interrupted when the budget runs
   out (and counted as a timeout), so one node's completions cost the round at most about its
   budget, however many there are.
@@ -211,7 +211,7 @@ _MESSAGES = {
     "error": "a scorer or extractor raised, or returned no finite number",
     "recursion": "a scorer or extractor recursed too deeply",
     "timeout": "a scorer or extractor ran past score_time_limit=%s s",
-    "budget": "its node had spent its scoring budget for the round (node_score_budget)",
+    "budget": "its node had spent its scoring budget for the round (SwarmConfig.scoring_budget)",
 }
 
 

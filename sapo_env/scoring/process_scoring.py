@@ -10,7 +10,7 @@ a ``ProcessScoring`` instead (``round_scoring.LocalScoring`` switches by itself)
   as in a Ray worker) in the child's main thread, where the timer works, so scores and failure
   counts are the in-process ones (tested);
 - each node's completions are one call, and the parent waits for it at most the node's
-  ``node_score_budget`` (or, without a budget, its completions' time limits) plus
+  budget (``SwarmConfig.scoring_budget``; without a budget, its completions' time limits) plus
   ``KILL_GRACE`` seconds. A call that overruns (C code that never checks for signals, a
   scorer that swallows every interruption) gets the child killed: that node's completions
   score 0 as ``"timeout"`` (as ``"error"`` if the child died by itself), a fresh child is

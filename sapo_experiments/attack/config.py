@@ -14,10 +14,12 @@ from round 0; ``remote_junk``'s adversaries are remote nodes that send plain dat
 refuses (``REMOTE_ATTACKS``, :mod:`agents.remote_junk`), screened by the runner.
 
 ``ATTACK_ENV`` are env settings an attack's runs add, with and without defenses:
-``slow_packets`` runs give every node a scoring budget of ``SLOW_PACKETS_BUDGET`` a round
-(the env's default ``node_score_budget`` is 10 s). Each slow sender spends its whole budget
-every round it is verified, so at 10 s the attack's 18 runs would take about 12 hours; an
-honest node here spends at most 5 ms a round scoring, within either budget.
+``slow_packets`` runs give the round a scoring budget of ``SLOW_PACKETS_ROUND_BUDGET``
+(``round_score_budget``: each of the 10 nodes gets a tenth of it; the env's default is no
+round budget and 10 s a node). Each slow sender spends its whole share every round it is
+verified, and all of them together at most the round budget, however many there are; at
+10 s a node the attack's 18 runs would take about 12 hours. An honest node here spends at
+most 5 ms a round scoring, well within its share.
 
 Defenses (``DEFENSES``), each a set of switches:
 
@@ -53,9 +55,9 @@ ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam",
                             "wrong_answers", "free_rider", "poison", "scoring_dos",
                             "remote_junk")
 REMOTE_ATTACKS = ("remote_junk",)  #: attacks by remote nodes (``agents.remote_junk``)
-SLOW_PACKETS_BUDGET = 0.25  #: seconds of scoring a node gets a round in ``slow_packets`` runs
+SLOW_PACKETS_ROUND_BUDGET = 1.0  #: seconds of scoring a round gets in ``slow_packets`` runs
 ATTACK_ENV: dict[str, dict[str, Any]] = {
-    "slow_packets": {"node_score_budget": SLOW_PACKETS_BUDGET}}
+    "slow_packets": {"round_score_budget": SLOW_PACKETS_ROUND_BUDGET}}
 """Env settings an attack's runs add (see the module docstring)."""
 CLEAN = "clean"  #: the attack label of the swarm without adversaries
 ABSENT = "absent"
