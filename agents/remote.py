@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.extras import require
 from sapo_env.runtime import plain_data
 from sapo_env.runtime.agent_calls import (
     UNREADABLE,
@@ -77,9 +78,12 @@ def _json(value: Any) -> bytes:
 
 def _numpy(value: Any) -> Any:
     """``json``'s hook: numpy numbers and numeric arrays (a ``num_external`` of ``np.int64``,
-    per-token ``logprobs``) as JSON numbers and lists; anything else is not plain data."""
+    per-token ``logprobs``) as JSON numbers and lists, mappings as objects; anything else is
+    not plain data."""
     if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biuf":
         return value.tolist()
+    if isinstance(value, Mapping):  # a read-only one: the churn markers (OFFLINE, LEAVE, ...)
+        return dict(value)
     raise TypeError(f"a {type(value).__module__}.{type(value).__qualname__} is not plain data "
                     "(JSON, numpy numbers and arrays)")
 
@@ -179,8 +183,7 @@ def _result(data: Any) -> Any:
 
 def _future(call: Any, read: Callable[[Any], Any]) -> Future:
     """A Ray call's result as a ``Future`` of ``read(result)``; ``NodeFailure`` if it died."""
-    import ray
-
+    ray = require("ray", "agents.remote")
     relayed: Future = Future()
 
     def relay(done: Future) -> None:
@@ -202,10 +205,13 @@ def _acted(action: Any) -> Action:
     raise RemoteError(action[UNREADABLE])
 
 
-def _require_ray(ray: Any) -> None:
+def _require_ray() -> Any:
+    """The ``ray`` module, started (one line naming the ``ray`` extra when it is missing)."""
+    ray = require("ray", "agents.remote (nodes in Ray actors)")
     if not ray.is_initialized():
         raise RuntimeError("call ray.init() (or ray.init(address=...)) before building "
                            "remote nodes")
+    return ray
 
 
 class _Handle:
@@ -229,11 +235,9 @@ class RemoteAgent(_Handle):
 
     def __init__(self, factory: Callable[[], Any], num_cpus: float = 1, num_gpus: float = 0,
                  **actor_options: Any):
-        import ray  # the ray extra: pip install "sapo-env[ray]"
-
         if not callable(factory):
             raise TypeError(f"factory must be a callable that builds the agent, got {factory!r}")
-        _require_ray(ray)
+        ray = _require_ray()
         actor = ray.remote(_Node).options(num_cpus=num_cpus, num_gpus=num_gpus, **actor_options)
         self.actor = actor.remote(factory)
 
@@ -260,9 +264,7 @@ class RemoteAgent(_Handle):
 
     def kill(self) -> None:
         """End the actor (its agent and whatever it holds)."""
-        import ray
-
-        ray.kill(self.actor)
+        require("ray", "agents.remote").kill(self.actor)
 
 
 def remote(factory: Callable[[], Any], num_cpus: float = 1, num_gpus: float = 0,
@@ -403,9 +405,7 @@ def remote_joint(factory: Callable[[], Mapping[str, Any] | Sequence[Any]],
     (``node_0``, ``node_1``, ... for a list, the mapping's keys), waiting for it to be built,
     and takes its word. Either way the runner asks the actor only for the nodes mapped to its
     handles and drops whatever else it answers (``sapo_env.runtime.agent_calls``)."""
-    import ray
-
-    _require_ray(ray)
+    ray = _require_ray()
     if names is not None:
         names = list(names)
         if not names or not all(type(a) is str for a in names) or len(set(names)) < len(names):

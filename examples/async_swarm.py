@@ -45,6 +45,7 @@ import sapo_env
 import sapo_env.runtime
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
 from agents.slow import SlowAgent
+from sapo_env.extras import require
 from sapo_experiments.reproduce.report import mean_ci
 
 KILLED = "node_0"  # killed at half time in the "killed" conditions; the straggler is the last
@@ -148,9 +149,7 @@ def markdown(summary: dict, args: argparse.Namespace, seconds: float) -> str:
 
 
 def plot(runs: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    require("matplotlib", "examples/async_swarm.py --write (its figure)").use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -195,8 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.nodes < 2:
         parser.error(f"--nodes must be at least 2 (a straggler and another), got {args.nodes}")
-    import ray
-
+    ray = require("ray", "examples/async_swarm.py (its remote nodes)")
     if not ray.is_initialized():
         ray.init(address=args.ray_address, include_dashboard=False, log_to_driver=False)
     # a round in which every node is pending has no mean reward (NaN, skipped in the sums)

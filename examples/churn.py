@@ -38,6 +38,7 @@ import sapo_env
 import sapo_env.runtime
 from agents.churning import ChurningAgent
 from agents.simulated import simulated_swarm
+from sapo_env.extras import require
 from sapo_experiments.reproduce.report import mean_ci
 
 FOUNDERS = [f"node_{i}" for i in range(8)]
@@ -103,9 +104,7 @@ def markdown(summary: dict, rounds: int, seeds: int, window: int, seconds: float
 
 
 def plot(runs: dict[str, list[np.ndarray]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    require("matplotlib", "examples/churn.py --write (its figure)").use("Agg")
     import matplotlib.pyplot as plt
 
     half = len(runs["turnover"][0]) // 2

@@ -44,6 +44,7 @@ import sapo_env.runtime
 from agents import DemonstratorAgent, GRPOAgent, GRPOConfig
 from agents.lora import lora_swarm
 from agents.models import resolve_device
+from sapo_env.extras import require
 from sapo_env.scoring.answers import extract_tag
 
 EASY_ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2,
@@ -154,9 +155,9 @@ def main(argv: list[str] | None = None) -> sapo_env.runtime.History:
     make_node = [partial(GRPOAgent, v["model"], config=config, num_external=v["num_external"],
                          seed=streams[i]) for i in range(v["n"])]
     if args.ray_address is not None:  # the nodes are built in their actors (agents.remote)
-        import ray
-
         from agents.remote import remote, remote_joint
+
+        ray = require("ray", "examples/lm_swarm.py --ray-address")
 
         if not ray.is_initialized():  # (a caller may have started it)
             ray.init(address=args.ray_address)  # "local" is Ray's: always a new one here

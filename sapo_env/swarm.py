@@ -75,6 +75,7 @@ from sapo_env.scoring.answers import get_extractor
 from sapo_env.scoring.round_scoring import LocalScoring, Scoring, score_round
 from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
 from sapo_env.types import Group, Observation
+from sapo_env.validation import unknown_names
 
 
 class SwarmEnv(ParallelEnv):
@@ -387,7 +388,9 @@ def _make_config(n: int | None, config: SwarmConfig | None, overrides: dict[str,
         overrides["n_agents"] = n
     unknown = sorted(set(overrides) - set(SwarmConfig.field_names()))
     if unknown:
-        raise ValueError(f"unknown SwarmConfig fields {unknown}; see help(sapo_env.SwarmConfig)")
+        raise ValueError(f"unknown SwarmConfig field "
+                         f"{unknown_names(unknown, SwarmConfig.field_names())}; see "
+                         "help(sapo_env.SwarmConfig)")
     return (config or SwarmConfig()).replace(**overrides)
 
 

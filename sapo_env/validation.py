@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -19,3 +21,14 @@ def check_fits_budget(owner: str, num_external: int, train_budget: int) -> None:
     if num_external > train_budget:
         raise ValueError(f"{owner} num_external={num_external} exceeds the env's "
                          f"train_budget={train_budget}: expected num_external <= {train_budget}")
+
+
+def unknown_names(unknown: Iterable[str], known: Iterable[str]) -> str:
+    """Names that are not among ``known``, for an error message, each with the closest known
+    name where one is close (``difflib``): ``'pool_windw' (did you mean 'pool_window'?)``."""
+    known = list(known)
+    described = []
+    for name in sorted(unknown, key=str):
+        close = difflib.get_close_matches(str(name), known, n=1)
+        described.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ", ".join(described)

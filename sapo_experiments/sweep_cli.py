@@ -11,11 +11,13 @@ through the helpers here where its ``--help`` lists them), reads them into its c
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sapo_env.extras import missing_extra
 from sapo_experiments import ray_runs
 from sapo_experiments.sweep import SweepConfig, SweepResult
 
@@ -25,6 +27,8 @@ LOGGERS = ("tensorboard", "wandb", "none")
 """What ``--logger`` takes: TensorBoard runs in ``OUT/tensorboard`` (the default), W&B runs
 (``sapo_env.runtime.wandb_logger``: files in ``OUT/wandb``, sent wherever W&B's own settings
 say, e.g. nowhere with ``WANDB_MODE=offline``), or none."""
+
+logger = logging.getLogger(__name__)
 
 
 def add_size_options(parser: argparse.ArgumentParser, rounds_help: str, nodes: int) -> None:
@@ -78,13 +82,21 @@ def sweep_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def logger_fields(args: argparse.Namespace) -> dict[str, bool]:
     """The config's ``tensorboard`` and ``wandb`` from ``--logger`` and ``--no-tensorboard``; a
-    ``ValueError`` for ``none`` beside another logger."""
+    ``ValueError`` for ``none`` beside another logger. A logger asked for (TensorBoard is the
+    default) whose package is not installed: one warning here, naming the extra, and no run
+    tries it (its field False), so nothing repeats it run after run."""
     chosen = set(args.logger)
     if "none" in chosen and len(chosen) > 1:
         raise ValueError(f"--logger none cannot go with {sorted(chosen - {'none'})}: give "
                          "none alone, or the loggers to use")
-    return {"tensorboard": "tensorboard" in chosen and not args.no_tensorboard,
-            "wandb": "wandb" in chosen}
+    fields = {"tensorboard": "tensorboard" in chosen and not args.no_tensorboard,
+              "wandb": "wandb" in chosen}
+    for name in fields:  # the logger and its package have one name
+        if fields[name] and importlib.util.find_spec(name) is None:
+            logger.warning("%s; the runs log to no %s (--logger none asks for no logger)",
+                           missing_extra(name, f"--logger {name}"), name)
+            fields[name] = False
+    return fields
 
 
 def print_result(result: SweepResult) -> None:
@@ -94,9 +106,9 @@ def print_result(result: SweepResult) -> None:
     print(f"Wrote {len(result.files)} files to {result.config.out} in {result.seconds:.0f} s:")
     for path in result.files:
         print(f"  {path}")
-    if result.tensorboard is not None:
+    if result.tensorboard is not None and result.tensorboard.is_dir():  # only what was written
         print(f"TensorBoard: tensorboard --logdir {result.tensorboard}")
-    if result.wandb is not None:
+    if result.wandb is not None and result.wandb.is_dir():
         print(f"W&B: the runs' files are in {result.wandb} (offline runs: wandb sync "
               f"{result.wandb}/offline-run-*)")
 

@@ -65,7 +65,7 @@ def test_factories_and_registry():
     assert env.metadata["name"] == "sapo_swarm_v0"
     assert sapo_env.parallel_env(config=sapo_env.SwarmConfig(n_agents=5)).config.n_agents == 5
     assert sapo_env.parallel_env(max_cycles=7).config.max_rounds == 7
-    with pytest.raises(ValueError, match="unknown SwarmConfig fields"):
+    with pytest.raises(ValueError, match="unknown SwarmConfig field "):
         sapo_env.parallel_env(questions=3)
     assert sapo_env.parallel_env(n=5, config=sapo_env.SwarmConfig(n_agents=5)).max_num_agents == 5
     aec = sapo_env.env(n=2)

@@ -147,7 +147,7 @@ def test_config_errors_name_the_field():
         meta.parallel_env(**SMALL_META, reward="best")
     with pytest.raises(ValueError, match="generation_cost must be a finite number >= 0"):
         meta.parallel_env(**SMALL_META, generation_cost=-1)
-    with pytest.raises(ValueError, match="unknown SwarmConfig fields"):
+    with pytest.raises(ValueError, match="unknown SwarmConfig field "):
         meta.parallel_env(**SMALL_META, bogus=1)
     with pytest.raises(ValueError, match="focal must be one of the nodes"):
         meta.FocalRatioEnv(**SMALL_META, focal="node_9")

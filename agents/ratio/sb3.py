@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from agents.ratio.features import FEATURE_NAMES, RatioFeatures
+from sapo_env.extras import require
 
 
 class Predictor(Protocol):
@@ -90,9 +91,7 @@ class SB3Ratio:
         is loaded on the CPU: a ratio policy is a small MLP, called once a round.
         """
         if algorithm is None:
-            from stable_baselines3 import PPO
-
-            algorithm = PPO
+            algorithm = require("stable_baselines3", "SB3Ratio.load").PPO
         model = algorithm.load(str(path), device="cpu")
         shape = getattr(model.observation_space, "shape", None)
         if shape != (len(FEATURE_NAMES),):

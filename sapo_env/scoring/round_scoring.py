@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sapo_env.extras import require
 from sapo_env.scoring.answers import AnswerExtractor
 from sapo_env.scoring.guard import ScoringLimits, no_failures, timer_works
 from sapo_env.scoring.jobs import Scored, as_jobs, score_all, score_jobs
@@ -80,8 +81,7 @@ class RayScoring:
         self._task: Any = None
 
     def score(self, drawn, completions, extract, limits, owners, budgets):
-        import ray  # the ray extra
-
+        ray = require("ray", "RayScoring")
         if not ray.is_initialized():
             raise RuntimeError("RayScoring needs Ray: call ray.init() before stepping the env")
         if self._task is None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.extras import require
 from sapo_experiments.attack.config import (
     ABSENT,
     ATTACKS,
@@ -209,9 +210,7 @@ def verdict(cells: Sequence[Cell], config: AttackConfig) -> str:
 def plot_attacks(config: AttackConfig, cells: Sequence[Cell], path: Path) -> Path:
     """Honest reward (share of clean) against the fraction of adversaries, without and with
     every defense; and the poisoner's attack success."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    require("matplotlib", "the attack figure (--no-plots skips it)").use("Agg")
     import matplotlib.pyplot as plt
 
     at = {(c.attack, c.fraction, c.defense): c for c in cells}

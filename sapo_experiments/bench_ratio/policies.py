@@ -195,6 +195,7 @@ def spec_of(label: str) -> PolicySpec:
 def _entered(path: str) -> PolicySpec:
     """Your own policy, ``"module:Name"``: ``Name(node, seed)`` builds it for one node."""
     factory = resolve(path)
+    check_signature(path, factory)
 
     def build(seed, node, config, kwargs):
         return factory(node, int(seed.generate_state(1)[0]))
@@ -217,6 +218,22 @@ def resolve(path: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ValueError(f"policy {path!r} is not a class or function")
     return obj
+
+
+def check_signature(path: str, factory: Callable[..., Any]) -> None:
+    """A ``ValueError`` in one line, here and now, unless ``factory`` can be called as
+    ``factory(node, seed)``: in a worker process the ``TypeError`` would come minutes later,
+    through a traceback of ``concurrent.futures``."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin without one: the call will tell
+        return
+    try:
+        signature.bind("node_0", 0)
+    except TypeError as error:
+        raise ValueError(f"policy {path!r} is called as {path.rpartition(':')[2]}(node, seed) "
+                         f"(the node's name and an int seed), but its signature is {signature}"
+                         f" ({error})") from None
 
 
 def policy_label(policy: str | Callable[..., Any]) -> str:

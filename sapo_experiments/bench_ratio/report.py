@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.extras import require
 from sapo_env.runtime.metrics import moving_average
 from sapo_experiments.bench_ratio.config import BENCH_LEARNER, BenchConfig
 from sapo_experiments.bench_ratio.policies import schedule_phases, spec_of
@@ -320,9 +321,7 @@ def plot_num_external(config: BenchConfig,
     """J over time per adaptive policy against the oracle's schedule, one panel per scenario:
     the mean over the policy nodes and the seeds, smoothed over the table's window; the
     rounds where the scenario changes are marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    require("matplotlib", "the ratio benchmark's figure (--no-plots skips it)").use("Agg")
     import matplotlib.pyplot as plt
 
     window = smoothing_window(config.rounds)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sapo_env.validation import check_int
+from sapo_env.validation import check_int, unknown_names
 from sapo_experiments import learners
 from sapo_experiments.learners import AgentFactory
 from sapo_experiments.sweep import (
@@ -163,13 +163,16 @@ class ReproduceConfig(SweepConfig):
                              f"got {self.n_agents}")
         from sapo_env.config import SwarmConfig
 
-        unknown = sorted(set(self.swarm) - set(SwarmConfig.field_names()))
+        fields = SwarmConfig.field_names()
+        unknown = sorted(set(self.swarm) - set(fields))
         reserved = sorted(set(self.swarm) & {"n_agents", "max_rounds", "filter_local",
                                              "external_source", "train_budget",
                                              "questions_per_round", "num_external"})
-        if unknown or reserved:
-            raise ValueError(f"swarm: unknown SwarmConfig fields {unknown} or fields the sweep "
-                             f"sets itself {reserved}")
+        if unknown:
+            raise ValueError(f"swarm: unknown SwarmConfig field {unknown_names(unknown, fields)}"
+                             "; see help(sapo_env.SwarmConfig)")
+        if reserved:
+            raise ValueError(f"swarm: {reserved} are set by the sweep itself, not by --swarm")
         try:
             json.dumps(dict(self.swarm))
         except TypeError as error:
