@@ -312,7 +312,7 @@ def test_verdict_names_captured_fractions_and_what_more_seeds_would_decide():
     assert "Headroom beyond its CI in adversarial (+3.0 ± 0.5)" in text
     assert "Capturing at least 50% of the headroom beyond the CI: exp3 in adversarial (70 ± 15%)" \
         in text
-    assert "Beating the best fixed ratio beyond the CI: exp3 in adversarial (+2.1)" in text
+    assert "Beating the best fixed ratio beyond the CI: exp3 in adversarial (+2.1 ± 0.4)" in text
     assert f"thompson in adversarial {seeds_to_decide(0.6, 0.8, 10)} (here 10)" in text
     nothing = verdict([room], [rows[0], row("exp3", 0.1, 0.2, 0.03, 0.1)], config)
     assert "**No adaptive policy captures 50% of the headroom beyond its CI**" in nothing

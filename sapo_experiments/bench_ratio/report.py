@@ -5,11 +5,15 @@ Per scenario, over its policy nodes (those following the policy):
 - the **headroom**: the oracle's cumulative reward (sum over rounds of the policy nodes' mean
   reward) minus the best fixed ratio's, both chosen on the training seeds and measured here on
   the held-out seeds, paired by seed, with its 95% CI. It is *decided* when that interval lies
-  above 0: then adaptation has something to win that luck does not explain.
+  above 0 as printed (:func:`lies_above_zero`: a lower end that rounds to 0 touches it, and
+  the interval is printed with the decimals that show its side, :func:`ci_digits`): then
+  adaptation has something to win that luck does not explain.
 - per policy: cumulative reward with its 95% CI over seeds; its paired difference to the best
   fixed ratio; the **captured fraction** of the headroom, mean(policy - best fixed) /
   mean(oracle - best fixed), with a 95% CI by the delta method over the paired seeds (only
-  where the headroom is decided); the final moving reward, completions generated per
+  where the headroom is decided; printed "n/r", not resolvable, where that CI is wider than
+  ± 100%: the seeds cannot tell such a policy from one that captures none or all of it); the
+  final moving reward, completions generated per
   node-round, reward per 1,000 generated completions and the mean J; and for the whole swarm
   its cumulative reward and that of its worst node among those that answered any question.
 
@@ -41,6 +45,8 @@ from sapo_experiments.reproduce.report import (
 )
 
 CAPTURE_GOAL = 0.5  #: the verdict names the policies that capture at least this, beyond their CI
+RESOLVABLE = 1.0  #: a captured fraction whose 95% CI half-width exceeds this is printed "n/r"
+MOST_DIGITS = 3  #: the most decimals an interval is printed with (and read at)
 
 
 @dataclass
@@ -163,7 +169,7 @@ def summarise(config: BenchConfig, runs: Mapping[tuple[str, str], Sequence[Mappi
         gain = gain_ci = None
         if oracle is not None and best_stats is not None:
             gain, gain_ci = mean_ci(stats[(scenario, oracle)]["cumulative"] - best_stats)
-        decided = gain is not None and gain - gain_ci > 0
+        decided = lies_above_zero(gain, gain_ci)
         scenario_rows = []
         for policy in policies:
             s, rs = stats[(scenario, policy)], runs[(scenario, policy)]
@@ -199,9 +205,45 @@ def summarise(config: BenchConfig, runs: Mapping[tuple[str, str], Sequence[Mappi
     return headrooms, rows
 
 
+def ci_digits(mean: float, ci: float | None, digits: int = 1) -> int:
+    """The decimals, ``digits`` or more (at most ``MOST_DIGITS``), at which ``mean ± ci``
+    printed shows on which side of 0 each end of the interval lies: 0.94 ± 0.90 is "+0.94 ±
+    0.90", not "+0.9 ± 0.9", an interval that would seem to touch 0."""
+    if ci is None or not np.isfinite(ci):
+        return digits
+    for d in range(digits, MOST_DIGITS + 1):
+        ends = (round(round(mean, d) - round(ci, d), d), round(round(mean, d) + round(ci, d), d))
+        if all(end != 0 and (end > 0) == (exact > 0)
+               for end, exact in zip(ends, (mean - ci, mean + ci))):
+            return d
+    return MOST_DIGITS
+
+
+def lies_above_zero(mean: float | None, ci: float | None) -> bool:
+    """Whether the interval ``mean ± ci`` lies above 0 as it is printed (:func:`ci_digits`):
+    a lower end that rounds to 0 at ``MOST_DIGITS`` decimals touches 0, and is not above it.
+    The one rule the headroom's verdict, the verdict's "beyond the CI" and the table share."""
+    if mean is None or ci is None or not np.isfinite(ci):
+        return False
+    d = ci_digits(mean, ci)
+    return round(round(mean, d) - round(ci, d), d) > 0
+
+
 def signed(mean: float, ci: float | None) -> str:
-    """A difference and its 95% CI: "+3.0 ± 0.5"."""
-    return f"{mean:+.1f}" + ("" if ci is None or not np.isfinite(ci) else f" ± {ci:.1f}")
+    """A difference and its 95% CI: "+3.0 ± 0.5", with the decimals :func:`ci_digits` needs
+    to show the interval's side of 0 ("+0.94 ± 0.90")."""
+    d = ci_digits(mean, ci)
+    return f"{mean:+.{d}f}" + ("" if ci is None or not np.isfinite(ci) else f" ± {ci:.{d}f}")
+
+
+def captured_text(r: Row) -> str:
+    """A row's captured fraction as its table prints it: "34 ± 24%", "–" where there is none
+    (undecided headroom), "n/r" where its CI is too wide to say anything (``RESOLVABLE``)."""
+    if r.captured is None:
+        return "–"
+    if r.captured_ci is not None and r.captured_ci > RESOLVABLE:
+        return "n/r"
+    return format_value(100 * r.captured, 100 * r.captured_ci, 0) + "%"
 
 
 def _phases_text(label: str) -> str:
@@ -260,14 +302,19 @@ def format_markdown(headrooms: Sequence[Headroom], rows: Sequence[Row],
         for r in (r for r in rows if r.scenario == scenario):
             name = r.policy + (" (best fixed)" if r.policy == h.best_fixed else "") + (
                 " (oracle)" if r.policy == h.oracle else "")
-            captured = "–" if r.captured is None else format_value(
-                100 * r.captured, 100 * r.captured_ci, 0) + "%"
             cells = [format_value(r.cumulative, r.cumulative_ci),
-                     format_value(r.vs_best_fixed, r.vs_best_fixed_ci), captured,
+                     format_value(r.vs_best_fixed, r.vs_best_fixed_ci,
+                                  ci_digits(r.vs_best_fixed or 0.0, r.vs_best_fixed_ci)),
+                     captured_text(r),
                      format_value(r.final_reward, None, 3), format_value(r.generated, None, 1),
                      format_value(r.reward_per_1k, None, 2), format_value(r.mean_j, None, 2),
                      format_value(r.swarm_cumulative), format_value(r.worst_node)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if any(captured_text(r) == "n/r" for r in rows if r.scenario == scenario):
+            lines += ["", f"n/r: not resolvable, the captured fraction's 95% CI is wider than "
+                      f"± {RESOLVABLE:.0%} of the headroom, so these seeds cannot tell the policy "
+                      "from one that captures none or all of it; read its difference to the "
+                      "best fixed ratio (vs best fixed) instead."]
     lines += ["", verdict(headrooms, rows, config)]
     return "\n".join(lines) + "\n"
 
@@ -300,13 +347,14 @@ def verdict(headrooms: Sequence[Headroom], rows: Sequence[Row], config: BenchCon
                                  f"{100 * r.captured_ci:.0f}%)" for r in goal) + ".")
                     if goal else f"**No adaptive policy captures {CAPTURE_GOAL:.0%} of the "
                     "headroom beyond its CI** in any scenario.")
-    beats = [r for r in adaptive if r.vs_best_fixed is not None
-             and r.vs_best_fixed - r.vs_best_fixed_ci > 0]
+    beats = [r for r in adaptive if lies_above_zero(r.vs_best_fixed, r.vs_best_fixed_ci)]
     if beats:
         text.append("Beating the best fixed ratio beyond the CI: " + ", ".join(
-            f"{r.policy} in {r.scenario} (+{r.vs_best_fixed:.1f})" for r in beats) + ".")
+            f"{r.policy} in {r.scenario} ({signed(r.vs_best_fixed, r.vs_best_fixed_ci)})"
+            for r in beats) + ".")
     needs = [f"{r.policy} in {r.scenario} {n}" for r in adaptive
-             if r.vs_best_fixed_ci is not None and abs(r.vs_best_fixed) <= r.vs_best_fixed_ci
+             if r.vs_best_fixed_ci is not None and r not in beats
+             and not lies_above_zero(-r.vs_best_fixed, r.vs_best_fixed_ci)
              and (n := seeds_to_decide(r.vs_best_fixed, r.vs_best_fixed_ci, r.seeds))]
     if needs:
         text.append("Seeds each undecided difference to the best fixed ratio would need for "
