@@ -48,7 +48,7 @@ def test_cli_info_explains_both_protocols():
 @pytest.mark.parametrize("module", ["sapo_env.swarm", "sapo_env.runtime.runner",
                                     "sapo_env.scoring.answers", "sapo_env.rollouts",
                                     "sapo_env.runtime.metrics", "sapo_env", "sapo_env.runtime",
-                                    "agents.loss"])
+                                    "sapo_env.extras", "agents.loss"])
 def test_docstring_examples(module):
     if module.startswith("agents.loss"):
         pytest.importorskip("torch")
