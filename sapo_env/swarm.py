@@ -176,9 +176,10 @@ class SwarmEnv(ParallelEnv):
     @one_at_a_time
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return. A live node's
-        action may also be ``None`` (offline), ``{"pending": True}`` (still answering) or
-        ``{"leave": True}``; late joiners join (``sapo_env.churn``). A call while another
-        ``step`` or ``reset`` of this env runs raises ``RuntimeError`` (``one_at_a_time``)."""
+        action may also be ``{"offline": True}`` or ``None`` (offline), ``{"pending": True}``
+        (still answering) or ``{"leave": True}``; late joiners join (``sapo_env.churn``). A call
+        while another ``step`` or ``reset`` of this env runs raises ``RuntimeError``
+        (``one_at_a_time``)."""
         if self._run is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         if not self.agents:
