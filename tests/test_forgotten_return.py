@@ -68,7 +68,7 @@ def test_offline_sits_out_quietly_even_when_every_node_does(caplog):
     nodes = [SitsOut(rounds={1, 2}, seed=0), SitsOut(rounds={2}, seed=1),
              SitsOut(rounds={2}, seed=2)]
     with caplog.at_level(logging.WARNING, logger=CALLS), warnings.catch_warnings():
-        warnings.simplefilter("error")  # numpy's "Mean of empty slice" included
+        warnings.simplefilter("error", RuntimeWarning)  # numpy's "Mean of empty slice"
         history = sapo_env.runtime.run(env, nodes, seed=0, progress=False,
                                        ratio_policies={"node_0": FixedRatio(2)})
         swarm_mean = history.swarm_mean
@@ -94,7 +94,7 @@ def test_history_of_rounds_and_nodes_without_data_gives_no_numpy_warning():
     history = History(("node_0", "node_1"), sapo_env.SwarmConfig(n_agents=2), rewards,
                       np.zeros((3, 2), dtype=np.int64), np.zeros((3, 2), dtype=np.int64))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", RuntimeWarning)
         mean = history.swarm_mean
         cumulative = history.cumulative_reward
     np.testing.assert_array_equal(mean, [0.5, np.nan, 0.5])
