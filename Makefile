@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean notebooks
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ demo: $(VENV)/.demo
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
+
+# The classroom notebooks, run at their defaults and saved with their outputs (story 2 trains
+# tiny transformers for minutes: examples/classroom/README.md gives the times).
+notebooks: $(VENV)/.dev
+	$(PY) examples/classroom/run_notebooks.py
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check sapo_env agents sapo_experiments examples tests benchmarks

@@ -1,37 +1,105 @@
-"""The classroom examples run end to end with tiny budgets and save their plot (smoke tests)."""
+"""The classroom stories (examples/classroom/): what their docs say about the defaults is what
+the scripts measured, a missing extra answers in one line, and each command line runs.
+
+The stories themselves run as notebooks in tests/test_notebooks.py (01, 03 and 04 at their
+defaults, whose verdicts the docs quote; 02 at a tiny budget); the checks here run in this
+process and take seconds.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-pytestmark = pytest.mark.slow  # each script a subprocess that trains
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = {
-    "01_one_round_by_hand.py": ([], "THE BATCH node_0 trains on"),
-    # tiny transformer specialists, warm-started for 2 steps into a temporary cache
-    "02_isolation_vs_sharing.py": (["--rounds", "2", "--warm-start-steps", "2"],
-                                   "4/4 (sharing) minus 8/0"),
-    "03_aha_spreads.py": (["--rounds", "4"], "J=4"),
-    "04_too_much_external.py": (["--rounds", "6", "--stubborn", "2"], "2/6"),
-}
+CLASSROOM = ROOT / "examples" / "classroom"
+README = CLASSROOM / "README.md"
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_classroom_script(script, tmp_path):
-    pytest.importorskip("matplotlib")
-    if script.startswith("02"):
-        pytest.importorskip("torch")
-        pytest.importorskip("transformers")
-    args, expected = SCRIPTS[script]
+def story(name: str) -> ModuleType:
+    """The script ``examples/classroom/<name>.py`` as a module (as its notebook imports it)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CLASSROOM / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def flat(text: str) -> str:
+    """Text with its line breaks and runs of spaces made single spaces (docs wrap lines)."""
+    return " ".join(text.split())
+
+
+def test_the_docs_quote_what_script_02_printed_at_its_defaults():
+    lesson = story("02_isolation_vs_sharing")
+    claim = flat(lesson.claim_at_defaults())
+    assert claim in flat(lesson.__doc__), "the docstring of 02 no longer matches its measurements"
+    assert claim in flat(README.read_text()), "the README no longer matches 02's measurements"
+
+
+def test_the_claim_of_script_02_follows_its_numbers():
+    lesson = story("02_isolation_vs_sharing")
+    alone, control, sharing = lesson.ISOLATED, lesson.CONTROL, lesson.SHARING
+    flat_control = {"a": {alone: 8.0, control: 8.01, sharing: 7.0},
+                    "b": {alone: 8.1, control: 8.0, sharing: 7.5}}
+    assert lesson.claim_at_defaults(flat_control) == (
+        "8/0 8.00-8.10, the control 8.00-8.01, 4/4 7.00-7.50; 4/4 minus 8/0 from -1.00 to "
+        "-0.60, the control minus 8/0 from -0.10 to +0.01 (1%-17% of sharing's difference in "
+        "size). 4/4 was below 8/0 in every run, the control on either side of 8/0, run by run; "
+        "filtering alone stayed small next to it")
+    verdict = lesson.verdict({alone: [8.0, 8.2], control: [8.3, 8.4], sharing: [7.5, 7.6]})
+    assert verdict[0].endswith("+0.30, +0.20 (above 8/0 under every one of 2 seeds)")
+    assert verdict[1].endswith("-0.50, -0.60 (below 8/0 under every one of 2 seeds)")
+    assert verdict[2] == ("Verdict: sharing moved the cumulative reward by -0.55 and filtering "
+                          "alone by +0.25, 45% of sharing's move in size: filtering alone is not "
+                          "negligible next to the sharing effect.")
+    assert lesson.verdict({alone: [1.0], control: [1.0], sharing: [1.001]})[-1].endswith(
+        "sharing made no difference to two decimals.")
+
+
+def test_script_02_names_the_extra_when_torch_is_missing(monkeypatch):
+    lesson = story("02_isolation_vs_sharing")
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
+    with pytest.raises(SystemExit) as exited:
+        lesson.main(["--rounds", "1"])
+    message = str(exited.value.code)
+    assert "pip install 'sapo-env[lm]'" in message and "torch" in message
+    assert "\n" not in message
+    with pytest.raises(ModuleNotFoundError, match=r"sapo-env\[lm\]"):  # the notebook's call
+        lesson.run_settings(rounds=1)
+
+
+def test_the_verdicts_of_scripts_03_and_04_read_their_numbers():
+    spread = story("03_aha_spreads").verdict(
+        {0: {"node_0": None, "node_1": None, "node_2": None},
+         4: {"node_0": 50, "node_1": 12, "node_2": 30}}, rounds=60)
+    assert spread == ("Verdict: in 60 rounds, used 'verify' more than half the time: with J=0, "
+                      "0 of the 2 other nodes, node_0 never; with J=4, 2 of the 2 other nodes "
+                      "(rounds 12-30), node_0 at round 50.")
+    verdict = story("04_too_much_external").verdict
+    assert verdict({"4/4": [1.0, 2.0], "2/6": [0.5, 1.0]}).endswith(
+        "-0.5, -1.0; 2/6 earned less than 4/4 under every one of 2 seeds.")
+    assert verdict({"4/4": [1.0, 2.0], "2/6": [1.5, 1.0]}).endswith(
+        "the order changes from seed to seed: these 2 seeds do not decide which setting earns "
+        "more.")
+    assert "one seed" in verdict({"4/4": [1.0], "2/6": [1.5]})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, args", [
+    ("01_one_round_by_hand", ["--seed", "1"]),
+    ("03_aha_spreads", ["--rounds", "4"]),
+    ("04_too_much_external", ["--rounds", "6", "--seeds", "2", "--stubborn", "2"]),
+])
+def test_command_line(name, args, tmp_path, capsys):
+    """Each script's command line at a small budget (02's runs in its notebook's test)."""
     plot = tmp_path / "plot.png"
-    env = {**os.environ, "SAPO_ENV_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "classroom" / script), *args, "--out", str(plot)],
-        capture_output=True, text=True, check=True, cwd=tmp_path, env=env).stdout
-    assert expected in out
+    story(name).main([*args, "--out", str(plot)])
+    printed = capsys.readouterr().out
+    assert sum(line.startswith("Verdict: ") for line in printed.splitlines()) == 1
     assert plot.stat().st_size > 0

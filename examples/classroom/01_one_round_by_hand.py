@@ -6,7 +6,14 @@ GRPO advantages, drops from the shared pool the groups whose completions all sco
 (no learning signal), and assembles node_0's training set from its I own groups (the paper does
 not filter those) and J groups other nodes shared. As in the paper, a node that takes J
 external groups answers only I = budget - J questions itself.
-Everything is printed as it happens; ``one_round.png`` shows every score of the round.
+Everything is printed as it happens; ``one_round.png`` shows every score of the round. The
+last line is a verdict computed from the round; at the defaults (seed 0) it reads:
+
+Verdict: 4 of the round's 6 groups had zero advantage (3 of them others', filtered from
+node_0's pool); node_0 trains on 2 own and 1 external groups, and its probability of writing
+answer tags went 0.285 -> 0.287.
+
+Time at the defaults: 9 s wall, 2 s CPU on a 2-core AMD EPYC at load 10.
 
 Run:  python examples/classroom/01_one_round_by_hand.py [--seed 0]
       [--out out/classroom/one_round.png]
@@ -16,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import sapo_env
 from agents.simulated import simulated_swarm
+from sapo_env.extras import require
 from sapo_env.rollouts import has_zero_advantage
 
 
@@ -29,20 +38,25 @@ def shorten(text: str, width: int = 90) -> str:
     return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" ...")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=0, help="seed of the env and the nodes")
-    parser.add_argument("--out", default="out/classroom/one_round.png",
-                        help="where to save the plot")
-    args = parser.parse_args(argv)
+@dataclass
+class Round:
+    """One round, as the figure needs it: every published group and each node's reward."""
 
+    groups: dict[str, dict]
+    rewards: dict[str, float]
+    agents: list[str]
+
+
+def one_round(seed: int = 0) -> Round:
+    """Play one round of three simulated nodes, printing each step and ending with a verdict
+    line computed from what happened."""
     # Small numbers so that everything fits on a screen: 3 nodes, a training budget of 4
     # groups, I=2 own + J=2 external, so each node answers 2 questions with 4 completions.
     env = sapo_env.parallel_env(n=3, completions_per_question=4, train_budget=4, num_external=2)
     # start_tag_prob=0.5: half the answers are in <answer> tags, so some groups are mixed
-    nodes = simulated_swarm(env.possible_agents, seed=args.seed, num_external=2,
+    nodes = simulated_swarm(env.possible_agents, seed=seed, num_external=2,
                             start_tag_prob=0.5)
-    observations, _ = env.reset(seed=args.seed)
+    observations, _ = env.reset(seed=seed)
 
     print("1. QUESTIONS: each node answers I = 4 - J = 2 questions of its own, one reasoning-gym")
     print("   task each (with J=2 it takes 2 more groups from the others).")
@@ -92,27 +106,46 @@ def main(argv: list[str] | None = None) -> None:
     print("\n6. LEARNING: node_0 re-reads the batch's text and takes one policy-gradient step:")
     print(f"   its probability of writing <answer> tags went {before:.3f} -> {after:.3f}")
 
-    import matplotlib
+    batch = observations["node_0"]["batch"]
+    zero = [g for g in groups.values() if has_zero_advantage(g["rewards"])]
+    print(f"\nVerdict: {len(zero)} of the round's {len(groups)} groups had zero advantage "
+          f"({sum(g['source'] != 'node_0' for g in zero)} of them others', filtered from "
+          f"node_0's pool); node_0 trains on {sum(g['local'] for g in batch)} own and "
+          f"{sum(not g['local'] for g in batch)} external groups, and its probability of "
+          f"writing answer tags went {before:.3f} -> {after:.3f}.")
+    return Round(groups, {a: float(rewards[a]) for a in env.possible_agents},
+                 list(env.possible_agents))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-    for ax, a in zip(axes, env.possible_agents):
-        mine = sorted((g for g in groups.values() if g["source"] == a), key=lambda g: g["id"])
+def figure(played: Round):
+    """Every verifier score of the round, one panel a node (a matplotlib ``Figure``)."""
+    fig = require("matplotlib.figure", "the classroom figures").Figure(figsize=(12, 3.4))
+    for ax, a in zip(fig.subplots(1, len(played.agents)), played.agents):
+        mine = sorted((g for g in played.groups.values() if g["source"] == a),
+                      key=lambda g: g["id"])
         scores = np.array([g["rewards"] for g in mine])
         ax.imshow(scores, vmin=0, vmax=1, cmap="Greens")
         for k, g in enumerate(mine):
             if has_zero_advantage(g["rewards"]):
                 ax.text(-0.45, k, "zero adv.", va="center", fontsize=8, color="crimson")
-        ax.set_title(f"{a}: reward {rewards[a]:.2f}")
+        ax.set_title(f"{a}: reward {played.rewards[a]:.2f}")
         ax.set_xlabel("completion")
         ax.set_yticks(range(len(mine)), [g["task"] for g in mine], fontsize=7)
     fig.suptitle("Verifier scores of one round (green = 1); all-equal rows carry no signal: "
                  "filtered from the pool, kept in their own node's batch")
     fig.tight_layout()
+    return fig
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=0, help="seed of the env and the nodes")
+    parser.add_argument("--out", default="out/classroom/one_round.png",
+                        help="where to save the plot")
+    args = parser.parse_args(argv)
+    played = one_round(args.seed)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=110)
+    figure(played).savefig(args.out, dpi=110)
     print(f"\nSaved {args.out}")
 
 

@@ -8,8 +8,14 @@ the skill spreads. Watch node_0 too: with the calibrated simulator a strategy re
 node's text enters the policy above the reader's favourite, while node_0's own "verify" only
 grows at the small learning rate, so the readers adopt it faster than the pioneer uses it.
 
-Prints, per node, the round when its probability of using "verify" first passed one half, and
-saves ``aha_spreads.png``: each node's probability of using "verify", without and with sharing.
+Prints, per node, the round when its probability of using "verify" first passed one half, then
+a verdict computed from those rounds, and saves ``aha_spreads.png``: each node's probability of
+using "verify", without and with sharing. At the defaults (300 rounds, seed 0) it prints:
+
+Verdict: in 300 rounds, used 'verify' more than half the time: with J=0, 0 of the 7 other
+nodes, node_0 never; with J=4, 7 of the 7 other nodes (rounds 28-37), node_0 never.
+
+Time at the defaults: 66 s wall, 14 s CPU on a 2-core AMD EPYC at load 11.
 
 Run:  python examples/classroom/03_aha_spreads.py [--rounds 300] [--seed 0]
 """
@@ -17,11 +23,15 @@ Run:  python examples/classroom/03_aha_spreads.py [--rounds 300] [--seed 0]
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 import sapo_env
 import sapo_env.runtime
 from agents.simulated import STRATEGIES, SimulatedLearnerConfig, simulated_swarm
+from sapo_env.extras import require
 from sapo_env.runtime import metrics
 
 
@@ -35,24 +45,23 @@ def run(num_external: int, rounds: int, seed: int) -> sapo_env.runtime.History:
     return sapo_env.runtime.run(env, nodes, seed=seed, progress=False)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=300, help="rounds per run (default 300)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the env and the nodes")
-    parser.add_argument("--out", default="out/classroom/aha_spreads.png",
-                        help="where to save the plot")
-    args = parser.parse_args(argv)
+@dataclass
+class Spread:
+    """Each node's probability of using "verify", round by round, without and with sharing."""
 
-    import matplotlib
+    verify: dict[int, np.ndarray]  # J -> (rounds, n)
+    agents: list[str]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, num_external in zip(axes, (0, 4)):
-        history = run(num_external, args.rounds, args.seed)
-        verify = metrics.learn_metric(history, "strategy_verify")
-        spread = metrics.propagation_of(verify, history.agents, threshold=0.5)
+def spreads(rounds: int = 300, seed: int = 0) -> Spread:
+    """Run J=0 and J=4, printing when each node came to use "verify" more than half the time,
+    and end with a verdict line computed from those rounds."""
+    verify, reached = {}, {}
+    for num_external in (0, 4):
+        history = run(num_external, rounds, seed)
+        verify[num_external] = metrics.learn_metric(history, "strategy_verify")
+        spread = metrics.propagation_of(verify[num_external], history.agents, threshold=0.5)
+        reached[num_external] = spread.node_rounds
         print(f"\nJ={num_external}: cumulative reward {history.cumulative_reward:.1f}; round "
               "at which each node used 'verify' more than half the time:")
         print("   " + "  ".join(f"{a}: {'never' if r is None else r}"
@@ -60,6 +69,32 @@ def main(argv: list[str] | None = None) -> None:
         if spread.rounds_to_all is not None:
             print(f"   every node got there {spread.rounds_to_all} rounds after "
                   f"{spread.first_node}")
+    print("\n" + verdict(reached, rounds))
+    return Spread(verify, list(history.agents))
+
+
+def verdict(reached: dict[int, dict[str, int | None]], rounds: int) -> str:
+    """One line: how many of the other nodes took up "verify" without and with sharing, and
+    whether they did before the pioneer itself used it more than half the time."""
+    parts = []
+    for num_external, node_rounds in reached.items():
+        others = [r for a, r in node_rounds.items() if a != "node_0"]
+        took = sorted(r for r in others if r is not None)
+        part = f"with J={num_external}, {len(took)} of the {len(others)} other nodes"
+        if took:
+            part += f" (rounds {took[0]}-{took[-1]})"
+        pioneer = node_rounds.get("node_0")
+        part += ", node_0 " + ("never" if pioneer is None else f"at round {pioneer}")
+        parts.append(part)
+    return (f"Verdict: in {rounds} rounds, used 'verify' more than half the time: "
+            + "; ".join(parts) + ".")
+
+
+def figure(spread: Spread):
+    """Each node's probability of using "verify", one panel per J (a matplotlib ``Figure``)."""
+    fig = require("matplotlib.figure", "the classroom figures").Figure(figsize=(11, 4))
+    axes = fig.subplots(1, len(spread.verify), sharey=True)
+    for ax, (num_external, verify) in zip(axes, spread.verify.items()):
         for k, curve in enumerate(verify.T):
             ax.plot(curve, lw=2.2 if k == 0 else 1.0, label="node_0 (pioneer)" if k == 0 else None)
         ax.set_title(f"J={num_external}: {'sharing' if num_external else 'no sharing'}")
@@ -69,8 +104,19 @@ def main(argv: list[str] | None = None) -> None:
     axes[0].legend()
     fig.suptitle("One node knows a better strategy: does it spread?")
     fig.tight_layout()
+    return fig
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=300, help="rounds per run (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the env and the nodes")
+    parser.add_argument("--out", default="out/classroom/aha_spreads.png",
+                        help="where to save the plot")
+    args = parser.parse_args(argv)
+    spread = spreads(args.rounds, args.seed)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=110)
+    figure(spread).savefig(args.out, dpi=110)
     print(f"\nSaved {args.out}")
 
 
