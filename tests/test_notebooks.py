@@ -68,3 +68,9 @@ def test_notebook(name, tmp_path, monkeypatch):
                 f"{name}.py": load(name).__doc__}
         for doc, text in docs.items():
             assert flat(verdicts[0]) in flat(text), f"{doc} does not quote {verdicts[0]!r}"
+
+
+def test_make_notebooks_refuses_an_unknown_name(capsys):
+    with pytest.raises(SystemExit):
+        load("run_notebooks").main(["01_one_round"])
+    assert "no notebook named ['01_one_round']" in capsys.readouterr().err

@@ -21,13 +21,14 @@ What its defaults (40 rounds, seed 0) printed in three runs on two 2-core machin
 difference in size). 4/4 was below 8/0 in every run, the control above 8/0 in every run;
 filtering alone is not negligible next to the sharing effect. So sharing cost these learners
 reward here, the opposite of the paper's +94%, but one seed at 40 rounds decides little: the
-control, which differs from 8/0 only by filtering (and twice the questions), moved the reward
-about half as far, the other way. The numbers differ between machines, and between running the
-settings in one process or each in its own (the control 8.25 or 8.16 on the same machine),
-because float rounding flips a sampled token now and then and the runs part from there; the
-script prints its own verdict. The 200-round sweep in docs/tiny-reproduce/ (3 seeds) decides
-both: 4/4 at 0.93x of 8/0 and the control at 1.10x; others' text is off the receiving node's
-policy, so its gradients are larger and the norm clip binds more often.
+control, which differs from 8/0 only by filtering (and twice the questions), moved the reward a
+third to a half as far, the other way. The numbers differ between machines (float rounding flips
+a sampled token now and then, and the runs part from there) and with what ran before in the same
+process (on one machine the control printed 8.25 after 8/0 in one process with ``--jobs 1``,
+8.16 in a fresh process, where it repeats exactly); the script prints its own verdict. The
+200-round sweep in docs/tiny-reproduce/ (3 seeds) decides both: 4/4 at 0.93x of 8/0 and the
+control at 1.10x; others' text is off the receiving node's policy, so its gradients are larger
+and the norm clip binds more often.
 
 Time at the defaults, warm starts cached, on a 2-core AMD EPYC running other work (load 4-12):
 381 s wall, 230 s CPU with the default ``--jobs 3`` (each run in a process of its own); 646 s

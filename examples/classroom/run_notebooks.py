@@ -60,12 +60,15 @@ def text_output(notebook: Any) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", default=NOTEBOOKS, choices=NOTEBOOKS,
-                        metavar="NAME", help=f"notebooks to run (default all: {NOTEBOOKS})")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"notebooks to run (default all: {' '.join(NOTEBOOKS)})")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(NOTEBOOKS))
+    if unknown:
+        parser.error(f"no notebook named {unknown}; expected some of {NOTEBOOKS}")
     import nbformat
 
-    for name in args.names:
+    for name in args.names or NOTEBOOKS:
         wall = time.perf_counter()
         cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         notebook = execute(name)
