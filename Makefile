@@ -34,14 +34,27 @@ $(VENV)/.demo: $(VENV)/.core
 	touch $@
 
 FULL_TINY_RUN := docs/tiny-reproduce/lr3e-4/results.md
+QUICK_TINY_RUN := out/reproduce-tiny-quick
 
+# It prints what it trains and for how long first, and bars while it warm-starts and runs; then
+# this run's table, this run's per-seed differences, and the committed sweep's summary, each
+# headed with whose it is.
 demo: $(VENV)/.demo
 	$(VENV)/bin/sapo-env reproduce --learner tiny --quick --tiny-dtype fast
 	@echo
-	@echo "Beside it, the full sweep committed in $(FULL_TINY_RUN) (200 rounds x 3 seeds, float32):"
-	@awk '/^## What the specialists knew/{exit} /^\| configuration/{p=1} p' $(FULL_TINY_RUN)
-	@echo "Quick run: out/reproduce-tiny-quick/ (results.md, *.png); TensorBoard:" \
-	      "$(VENV)/bin/tensorboard --logdir out/reproduce-tiny-quick/tensorboard"
+	@echo "== This run, per seed: each run's cumulative reward and its difference to 8/0" \
+	      "($(QUICK_TINY_RUN)/results.md, 'Per seed') =="
+	@echo
+	@awk '/^## Per seed$$/{p=1; next} p && /^\|/{t=1; print; next} t{exit}' \
+	     $(QUICK_TINY_RUN)/results.md
+	@echo
+	@echo "== NOT this run: the full sweep committed in $(FULL_TINY_RUN)" \
+	      "(200 rounds x 3 seeds, float32, 6 configurations), its table only =="
+	@echo
+	@awk '/^## /{exit} /^\| configuration/{p=1} p' $(FULL_TINY_RUN)
+	@echo
+	@echo "This run's files: $(QUICK_TINY_RUN)/ (results.md, *.png); TensorBoard:" \
+	      "$(VENV)/bin/tensorboard --logdir $(QUICK_TINY_RUN)/tensorboard"
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q

@@ -215,12 +215,12 @@ class TinyLearners:
         # specialists have one width (checked on construction)
         return [WarmStartConfig(tasks=[task], model=models[0], **settings) for task in every]
 
-    def warm_starts(self, jobs: int = 1, seeds: Sequence[np.random.SeedSequence] = ()
-                    ) -> list[Path]:
+    def warm_starts(self, jobs: int = 1, seeds: Sequence[np.random.SeedSequence] = (),
+                    progress: bool = False) -> list[Path]:
         """The folders of :meth:`warm_start_configs` (``warm_starts`` below, on
         ``torch_threads`` threads). Call it before starting runs in parallel, so that they do
         not train the same one."""
-        return warm_starts(self.warm_start_configs(seeds), jobs, self.torch_threads)
+        return warm_starts(self.warm_start_configs(seeds), jobs, self.torch_threads, progress)
 
     def swarm_settings(self) -> dict[str, Any]:
         """``SwarmConfig`` fields these nodes need: the specialties' tasks, and the empty
@@ -259,31 +259,35 @@ def base_seed(seed: np.random.SeedSequence) -> int:
     return int(seed.generate_state(1, dtype=np.uint32)[0])
 
 
-def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None = 1
-                ) -> list[Path]:
+def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None = 1,
+                progress: bool = False) -> list[Path]:
     """The folder of each tiny warm start of ``configs`` (``agents.tiny.WarmStartConfig``),
     read from the cache. Those not cached yet are trained first, up to ``jobs`` at a time,
     each in a fresh process on ``torch_threads`` threads (the weights depend on the thread
-    count, and this way not on the caller's settings)."""
+    count, and this way not on the caller's settings); with ``progress``, each shows a bar
+    over its steps, on a line of its own."""
     from agents.tiny.warm_start import REPORT_FILE, cache_path
 
     missing = list({cache_path(c): c for c in configs
                     if not (cache_path(c) / REPORT_FILE).is_file()}.values())
     if missing:
-        with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=get_context("spawn")) as pool:
-            list(pool.map(_train_warm_start, missing, [torch_threads] * len(missing)))
+        jobs = min(jobs, len(missing))
+        # bar lines 0..jobs-1: two warm starts running side by side never share one
+        lines = [k % jobs if progress else None for k in range(len(missing))]
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            list(pool.map(_train_warm_start, missing, [torch_threads] * len(missing), lines))
     return [cache_path(c) for c in configs]
 
 
-def _train_warm_start(config: Any, torch_threads: int | None) -> Path:
-    """One warm start, in a worker process of ``warm_starts``."""
+def _train_warm_start(config: Any, torch_threads: int | None, line: int | None) -> Path:
+    """One warm start, in a worker process of ``warm_starts`` (its bar on ``line``)."""
     import torch
 
     from agents.tiny.warm_start import warm_start
 
     if torch_threads:
         torch.set_num_threads(torch_threads)
-    return warm_start(config)
+    return warm_start(config, progress=line)
 
 
 def describe(factory: AgentFactory) -> str:

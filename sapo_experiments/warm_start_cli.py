@@ -87,7 +87,7 @@ def run_from_args(args: argparse.Namespace) -> Path:
 
     torch.set_num_threads(args.threads)
     cached = (cache_path(config, args.out) / REPORT_FILE).is_file()
-    path = warm_start(config, args.out)
+    path = warm_start(config, args.out, progress=0)  # a bar over its steps, if it trains
     report = read_report(path)
     targets = config.targets()
     print(f"{'task':24s} {'accuracy':>8s} {'target':>7s}")

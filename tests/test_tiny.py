@@ -276,7 +276,7 @@ def test_warm_start_is_cached_and_loads(short_run, monkeypatch, tok):
     assert report["config"] == json.loads(json.dumps(SHORT.to_dict()))
     assert report["seconds"] > 0 and report["cpu_seconds"] > 0
 
-    def no_training(config):
+    def no_training(config, progress=None):
         raise AssertionError("the cached warm start was trained again")
 
     monkeypatch.setattr(module, "train", no_training)
@@ -288,6 +288,16 @@ def test_warm_start_is_cached_and_loads(short_run, monkeypatch, tok):
     assert loaded_tok.get_vocab() == tok.get_vocab()
     trained, _, _ = train(SHORT)
     assert same_weights(model, trained)
+
+
+def test_warm_start_shows_its_steps_and_writes_no_shard_bar(tmp_path, capfd):
+    warm_start(dataclasses.replace(SHORT, seed=2), tmp_path, progress=0)
+    shown = capfd.readouterr().err
+    assert "warm start spell_backward+basic_arithmetic" in shown and "20/20" in shown
+    assert "accuracy spell_backward" in shown
+    assert "Writing model shards" not in shown
+    warm_start(dataclasses.replace(SHORT, seed=3), tmp_path)  # quiet by default
+    assert "warm start" not in capfd.readouterr().err
 
 
 def test_a_warm_started_node_plays_in_the_env(short_run):

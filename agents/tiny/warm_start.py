@@ -39,12 +39,14 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
@@ -83,10 +85,12 @@ def cache_key(config: WarmStartConfig) -> str:
 # ------------------------------------------------------------------ training
 
 
-def train(config: WarmStartConfig) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast,
-                                            dict[str, Any]]:
+def train(config: WarmStartConfig, progress: int | None = None
+          ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast, dict[str, Any]]:
     """Train a tiny model as ``config`` says, without the cache: ``(model, tokenizer, report)``
-    (the report is what ``warm_start.json`` holds)."""
+    (the report is what ``warm_start.json`` holds). ``progress``: None, quiet; an int, a
+    progress bar over the steps on that line (0 the first; one per process training in
+    parallel), which shows the accuracy at each evaluation."""
     wall, cpu = time.perf_counter(), time.process_time()
     tokenizer = tiny_tokenizer()
     init_seq, data_seq, eval_seq = np.random.SeedSequence(config.seed).spawn(3)
@@ -101,6 +105,9 @@ def train(config: WarmStartConfig) -> tuple[LlamaForCausalLM, PreTrainedTokenize
     losses: list[float] = []
     curve: list[dict[str, Any]] = []
     reached = False
+    bar = tqdm(total=config.max_steps, unit="step", disable=progress is None,
+               position=progress or 0, desc="warm start " + "+".join(
+                   s.name for s in config.tasks), leave=True, dynamic_ncols=True)
     for step in range(1, config.max_steps + 1):
         drawn = draw_batch(streams, weights, data_rng, config.batch_size)
         tagged = tag_draws(config.tag_probability, data_rng, len(drawn))
@@ -115,6 +122,7 @@ def train(config: WarmStartConfig) -> tuple[LlamaForCausalLM, PreTrainedTokenize
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
         losses.append(float(loss.detach()))
+        bar.update()
         if step % config.eval_every and step != config.max_steps:
             continue
         # The same sampling stream at every evaluation: differences along the curve are the
@@ -126,9 +134,12 @@ def train(config: WarmStartConfig) -> tuple[LlamaForCausalLM, PreTrainedTokenize
                       "seconds": time.perf_counter() - wall})
         logger.info("warm start step %d: loss %.3f, accuracy %s", step, curve[-1]["loss"],
                     {k: round(v, 3) for k, v in accuracy.items()})
+        bar.set_postfix_str("accuracy " + ", ".join(f"{k} {v:.2f}" for k, v in accuracy.items()
+                                                    if k in targets or not targets))
         reached = all(accuracy[name] >= target for name, target in targets.items())
         if targets and reached:
             break
+    bar.close()
     model.eval()
     report = {
         "config": config.to_dict(), "cache_key": cache_key(config), "steps": len(losses),
@@ -159,23 +170,24 @@ def cache_path(config: WarmStartConfig, cache_dir: str | os.PathLike | None = No
 
 
 def warm_start(config: WarmStartConfig | None = None,
-               cache_dir: str | os.PathLike | None = None) -> Path:
+               cache_dir: str | os.PathLike | None = None, progress: int | None = None) -> Path:
     """The folder of the model ``config`` trains: from the cache, else trained and saved
     (see the module docstring). ``cache_dir``: the cache's root (default
-    ``agents.models.cache_dir() / "tiny-warm-start"``)."""
+    ``agents.models.cache_dir() / "tiny-warm-start"``); ``progress``: ``train``'s."""
     config = config or WarmStartConfig()
     target = cache_path(config, cache_dir)
     if (target / REPORT_FILE).is_file():
         logger.info("warm start found in the cache: %s", target)
         return target
     logger.info("warm start %s: training", target.name)
-    model, tokenizer, report = train(config)
+    model, tokenizer, report = train(config, progress)
     root = target.parent
     root.mkdir(parents=True, exist_ok=True)
     # Written to a temporary sibling and renamed, so that a reader never sees half a model.
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=root))
     try:
-        model.save_pretrained(tmp)
+        with _no_progress_bars():  # transformers' "Writing model shards" bar, for 3 MB
+            model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / REPORT_FILE).write_text(json.dumps(report, indent=1) + "\n")
         try:
@@ -203,13 +215,8 @@ def load_tiny(path: str | os.PathLike) -> tuple[LlamaForCausalLM, PreTrainedToke
         raise FileNotFoundError(f"no saved model in {path} (expected config.json there)")
     # quietly: a swarm loads one model per node, and its log should show rounds, not a
     # "Loading weights" bar per node
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with _no_progress_bars():
         model = AutoModelForCausalLM.from_pretrained(path)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
     return model.eval(), tokenizer
 
@@ -223,3 +230,15 @@ def tiny_nodes(folders: Sequence[str | os.PathLike], config: Any, num_external: 
 
     return [GRPOAgent(*load_tiny(folders[i % len(folders)]), config,
                       num_external=num_external, seed=seed) for i, seed in enumerate(seeds)]
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off inside, restored after (not for the whole process)."""
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()

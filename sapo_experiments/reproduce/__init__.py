@@ -32,16 +32,20 @@ Outputs in ``out``:
                                       completions generated per node-round, reward per 1,000
                                       generated completions, the final moving reward and
                                       held-out pass@1
-    ``figure1_trajectories.png``      per-node moving reward, one panel per configuration
+    ``figure1_trajectories.png``      per-node moving reward in seed 0, one panel per
+                                      configuration, each node named with its kind
     ``figure2_moving_average.png``    moving-average swarm reward with the min/max band over
                                       nodes, all configurations in one panel
-    ``held_out.png``                  held-out pass@1 beside the training reward
+    ``held_out.png``                  held-out pass@1 at each evaluation (points, 95% CI
+                                      bars across seeds) and, on an axis of its own, the
+                                      training reward
     ``runs/<experiment>_seed<k>.npz`` one run's arrays (a finished run is reused on resume)
     ``tensorboard/<experiment>_seed<k>/``  ``tensorboard --logdir <out>/tensorboard``
     ``summary.json``                  the settings, date, machine and wall time
 
 Command line: ``sapo-env reproduce [--quick] [--seeds 3] [--jobs 2] [--out DIR] ...``
-(``python -m sapo_experiments.reproduce --help``).
+(``python -m sapo_experiments.reproduce --help``); it first prints what the sweep trains and
+about how long it will take (``plan``), and heads the table it prints as this run's.
 
 Example::
 
@@ -51,7 +55,8 @@ Example::
 
 Modules: ``config`` (the configurations and the sweep's settings), ``sapo_experiments.learners``
 (agent factories), ``sweep`` (one run, and the report of them all: ``sapo_experiments.sweep``
-runs and resumes them), ``report`` (statistics and the table), ``figures``, ``cli``.
+runs and resumes them), ``report`` (statistics, the table, what changed over the run),
+``figures``, ``plan`` (what a sweep trains and for how long), ``cli``.
 """
 
 from sapo_experiments.learners import AgentFactory, GRPOLearners, simulated_learners

@@ -14,7 +14,9 @@ from sapo_experiments.reproduce.config import (
     TINY_QUICK,
     ReproduceConfig,
 )
-from sapo_experiments.reproduce.sweep import reproduce
+from sapo_experiments.reproduce.plan import plan_text
+from sapo_experiments.reproduce.report import seeds_text
+from sapo_experiments.reproduce.sweep import ReproduceResult, reproduce
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -139,13 +141,23 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         held_out_every=args.held_out_every, held_out_questions=args.held_out_questions)
 
 
+def reproduce_said_first(config: ReproduceConfig) -> ReproduceResult:
+    """``reproduce``, after printing what it trains and for how long (``plan_text``); the
+    table printed after it is headed as this run's (a reader may have others beside it)."""
+    print(plan_text(config), flush=True)
+    result = reproduce(config)
+    print(f"\n== This run's results ({config.rounds} rounds x {seeds_text(config)}, "
+          f"{config.out}/results.md) ==\n")
+    return result
+
+
 HELP = ("the paper's configurations and two controls over several seeds: a table, figures "
         "and TensorBoard runs (sapo_experiments.reproduce)")
 DESCRIPTION = ("Run the SAPO paper's configurations (8/0, 6/2, 4/4, 2/6) under its protocol "
                "and two controls (8/0 oversampled + filtered, 4/4 self-replay) over several "
                "seeds; write a table, figures and TensorBoard runs.")
 COMMAND = sweep_cli.SweepCommand(
-    "reproduce", HELP, DESCRIPTION, add_arguments, config_from_args, reproduce)
+    "reproduce", HELP, DESCRIPTION, add_arguments, config_from_args, reproduce_said_first)
 # the names tests and ``python -m sapo_experiments.reproduce`` call
 build_parser, run_from_args, main = COMMAND.build_parser, COMMAND.run_from_args, COMMAND.main
 

@@ -197,7 +197,7 @@ class ReproduceConfig(SweepConfig):
         if self.learner == "tiny":
             # trained once, not by every run at the same time
             self.tiny.warm_starts(jobs, [seeds_of(self.base_seed, k)[1]
-                                         for k in range(self.seeds)])
+                                         for k in range(self.seeds)], progress=self.progress)
 
     def agent_factory(self) -> AgentFactory:
         """The factory that builds each run's nodes."""

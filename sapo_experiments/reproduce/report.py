@@ -131,7 +131,10 @@ def format_value(value: float | None, ci: float | None = None, digits: int = 1) 
     return text
 
 
-def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
+def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
+                    runs: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The table and its verdict; with ``runs``, then what changed over the run in each
+    configuration (``change_markdown``), where the runs were evaluated before round 0."""
     tiny = config.tiny
     autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
     learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
@@ -169,6 +172,49 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig) -> str:
             f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
             f"| {format_value(r.held_out, None, 3)} |")
     lines += ["", verdict(rows, config)]
+    change = change_markdown(runs, smoothing_window(config.rounds)) if runs else ""
+    return "\n".join(lines) + "\n" + ("\n" + change if change else "")
+
+
+def change_markdown(runs: dict[str, list[dict[str, Any]]], window: int,
+                    baseline: str = "8/0") -> str:
+    """What changed from the start of each run to its end, per configuration: held-out pass@1
+    before round 0 and at the last evaluation, and the training reward's first and last
+    ``window`` rounds (mean over nodes; each seed's change, mean ± 95% CI over seeds); then
+    which configurations moved, so that a ratio below 1 is read as what it is (one side got
+    worse, or the other better). Empty where the runs were not evaluated before round 0."""
+    if not all(len(r["held_out_rounds"]) > 1 and r["held_out_rounds"][0] == -1
+               for rs in runs.values() for r in rs):
+        return ""
+    lines = ["What changed over the run (mean over nodes; the change is each seed's, mean ± "
+             "95% CI over seeds; a CI that includes 0 is no change this run can tell):", "",
+             "| configuration | held-out pass@1, before → after | change "
+             f"| training reward, first {window} → last {window} rounds | change |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    moved: dict[str, list[str]] = {}  # per configuration: held-out's, training reward's
+    for label, rs in runs.items():
+        held = np.array([[np.nanmean(r["held_out_scores"][0]),
+                          np.nanmean(r["held_out_scores"][-1])] for r in rs])
+        train = np.array([[np.nanmean(r["rewards"][:window]), np.nanmean(r["rewards"][-window:])]
+                          for r in rs])
+        cells, moved[label] = [], []
+        for pair in (held, train):
+            change, ci = mean_ci(pair[:, 1] - pair[:, 0])
+            cells += [f"{pair[:, 0].mean():.3f} → {pair[:, 1].mean():.3f}",
+                      f"{change:+.3f}" + (f" ± {ci:.3f}" if np.isfinite(ci) else "")]
+            moved[label].append("unclear" if not np.isfinite(ci) else "rose" if change - ci > 0
+                                else "fell" if change + ci < 0 else "flat")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    words = {"rose": "rose", "fell": "fell", "flat": "unchanged within its CI",
+             "unclear": "one seed, no CI"}
+    lines += ["", "; ".join(f"{label}: held-out {words[m[0]]}, training reward {words[m[1]]}"
+                            for label, m in moved.items()) + "."]
+    worse = [label for label, m in moved.items() if label != baseline and "fell" in m]
+    if moved.get(baseline) == ["flat", "flat"]:
+        lines[-1] += (f" {baseline} did not get better over these rounds, so where another "
+                      f"configuration's ratio to it is below 1, the cost is that configuration "
+                      f"doing worse, not {baseline} doing better"
+                      + (f" ({', '.join(worse)} fell)." if worse else "."))
     return "\n".join(lines) + "\n"
 
 

@@ -182,7 +182,7 @@ def report(config: ReproduceConfig, finished: list[tuple[RunSpec, dict[str, Any]
     rows = summarise(config, runs)
     write_csv(rows, config.out / "results.csv")
     return ReproduceResult(
-        config=config, rows=rows, runs=runs, table_markdown=format_markdown(rows, config),
+        config=config, rows=rows, runs=runs, table_markdown=format_markdown(rows, config, runs),
         notes_markdown=specialist_markdown(config, runs),
         files=[config.out / "results.csv", *(plot_figures(config, runs) if config.plots else [])],
         summary={"run_seconds": run_seconds(finished),
