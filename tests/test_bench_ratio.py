@@ -457,3 +457,10 @@ def test_scenario_nodes_draw_from_their_own_stream():
     one never moves the learners' or the policies' streams."""
     assert scenario_seed(0, 3).spawn_key == (3, 3)
     assert scenario_seed(0, 3).entropy == np.random.SeedSequence(0).entropy
+
+
+def test_help_says_quick_is_a_smoke_test_and_gives_the_minutes_long_benchmark():
+    text = " ".join(bench_cli.build_parser().format_help().split())
+    quick = text.split("--quick")[2].split("--policies LABEL")[0]  # its help, after the usage
+    assert "smoke test" in quick and "too short to rank any policy" in quick
+    assert "--policies fixed-4 --policy MODULE:NAME" in quick and "min of CPU" in quick
