@@ -25,8 +25,8 @@ def test_the_demo_says_what_it_trains_and_how_long_its_warm_starts_and_runs_take
     assert "40 rounds x 4 seeds = 8 runs" in text and "8/0, no sharing" in text
     warm = " ".join(next(b for b in bullets if "warm start" in b).split())
     assert warm.startswith("First, 2 of 2 warm starts") and str(tmp_path / "cache") in warm
-    # at most 600 steps x 0.25 s of CPU each, two at a time
-    assert "at most 2.5 min wall, 5.0 min of CPU" in warm
+    # at most 600 steps x 0.36 s of CPU each, two at a time
+    assert "at most 3.6 min wall, 7.2 min of CPU" in warm
     runs = " ".join(bullets[-1].split())
     # 8 runs x 40 rounds x 8 nodes x 0.41 s, over 2 processes
     assert "8 runs to do, 2 at a time: about 8.7 min wall, 17.5 min of CPU" in runs
