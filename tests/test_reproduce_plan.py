@@ -64,3 +64,14 @@ def test_no_change_table_without_an_evaluation_before_round_0():
     for r in runs["8/0"]:
         r["held_out_rounds"] = np.array([9, 39])
     assert change_markdown(runs, window=4) == ""
+
+
+def test_a_finished_sweep_says_so_and_no_warm_start(tmp_path, monkeypatch):
+    from sapo_experiments.reproduce import plan
+
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))  # nothing cached...
+    monkeypatch.setattr(plan, "is_finished", lambda path, key: True)  # ...nor needed
+    text = " ".join(plan_text(ReproduceConfig(learner="tiny", quick=True, out=tmp_path)).split())
+    assert "Every run is finished" in text and "warm start" not in text
+    one = plan_text(ReproduceConfig(quick=True, out=tmp_path, seeds=1, experiments=("8/0",)))
+    assert "1 seed = 1 run." in " ".join(one.split())

@@ -52,6 +52,10 @@ def node_kinds(config: ReproduceConfig) -> list[str] | None:
     return [f"warm-started on {k}" for k in kinds]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def minutes(seconds: float) -> str:
     """``"4.3 min"``, or ``"40 s"`` under two minutes."""
     return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
@@ -71,8 +75,8 @@ def plan_text(config: ReproduceConfig) -> str:
         f"- {len(shown)} configuration{'s' * (len(shown) != 1)} (I/J: a node trains on I "
         "groups of its own and J from the others' shared rollouts): " + "; ".join(shown)
         + f". {config.rounds} rounds x {config.seeds} seed{'s' * (config.seeds != 1)} = "
-        f"{runs} runs" + (f", matrix products in {dtype}" if dtype else "") + ".")
-    if config.learner == "tiny":
+        f"{_count(runs, 'run')}" + (f", matrix products in {dtype}" if dtype else "") + ".")
+    if config.learner == "tiny" and todo:  # (without runs to do, nothing is warm-started)
         lines.append("- " + _warm_starts(config, jobs))
     if not todo:
         lines.append(f"- Every run is finished in {config.out}/runs: reused, nothing to train.")
@@ -80,11 +84,11 @@ def plan_text(config: ReproduceConfig) -> str:
     cost = NODE_ROUND_CPU.get((config.learner, dtype)) if isinstance(config.learner, str) else None
     reused = f" ({runs - len(todo)} finished ones reused)" if len(todo) < runs else ""
     if cost is None:
-        lines.append(f"- {len(todo)} runs to do{reused}, {jobs} at a time (no measured time "
-                     "for this learner).")
+        lines.append(f"- {_count(len(todo), 'run')} to do{reused}, {jobs} at a time (no "
+                     "measured time for this learner).")
     else:
         cpu = cost[0] * len(todo) * config.rounds * config.n_agents
-        lines.append(f"- {len(todo)} runs to do{reused}, {jobs} at a time: about "
+        lines.append(f"- {_count(len(todo), 'run')} to do{reused}, {jobs} at a time: about "
                      f"{minutes(cpu / jobs)} wall, {minutes(cpu)} of CPU with {jobs} free "
                      f"core{'s' * (jobs != 1)}, longer on a busy machine (from "
                      f"{cost[0]:g} s of CPU a node-round: {cost[1]}).")
