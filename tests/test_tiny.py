@@ -290,7 +290,7 @@ def test_warm_start_is_cached_and_loads(short_run, monkeypatch, tok):
     assert same_weights(model, trained)
 
 
-def test_warm_start_shows_its_steps_and_writes_no_shard_bar(tmp_path, capfd):
+def test_warm_start_shows_its_steps_and_writes_no_shard_bar(tmp_path, capfd, monkeypatch):
     warm_start(dataclasses.replace(SHORT, seed=2), tmp_path, progress=0)
     shown = capfd.readouterr().err
     assert "warm start spell_backward+basic_arithmetic" in shown and "20/20" in shown
@@ -298,6 +298,14 @@ def test_warm_start_shows_its_steps_and_writes_no_shard_bar(tmp_path, capfd):
     assert "Writing model shards" not in shown
     warm_start(dataclasses.replace(SHORT, seed=3), tmp_path)  # quiet by default
     assert "warm start" not in capfd.readouterr().err
+    # a target reached at the first evaluation (step 10): the bar ends full and says why
+    from agents.tiny import warm_start as module
+
+    monkeypatch.setattr(module, "sampled_accuracy",
+                        lambda model, tok, held_out, **kw: {name: 1.0 for name in held_out})
+    warm_start(dataclasses.replace(SHORT, seed=4, target_accuracy=0.3), tmp_path, progress=0)
+    shown = capfd.readouterr().err
+    assert "10/10" in shown and "target reached" in shown and "/20" not in shown.split("\n")[-1]
 
 
 def test_a_warm_started_node_plays_in_the_env(short_run):

@@ -138,6 +138,8 @@ def train(config: WarmStartConfig, progress: int | None = None
                                                     if k in targets or not targets))
         reached = all(accuracy[name] >= target for name, target in targets.items())
         if targets and reached:
+            bar.total = step  # done early: the bar ends full, not at a third
+            bar.set_postfix_str(bar.postfix + ", target reached")
             break
     bar.close()
     model.eval()
