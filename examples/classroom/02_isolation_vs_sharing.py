@@ -17,18 +17,18 @@ over nodes (the paper's Figure 2), under the first seed.
 
 What its defaults (40 rounds, seed 0) printed in three runs on two 2-core machines
 (``MEASURED_AT_DEFAULTS`` below): 8/0 7.97-8.06, the control 8.16-8.47, 4/4 7.29-7.46; 4/4 minus
-8/0 from -0.77 to -0.51, the control minus 8/0 from +0.19 to +0.41 (37%-54% of sharing's
+8/0 from -0.77 to -0.51, the control minus 8/0 from +0.19 to +0.41 (37%-53% of sharing's
 difference in size). 4/4 was below 8/0 in every run, the control above 8/0 in every run;
 filtering alone is not negligible next to the sharing effect. So sharing cost these learners
 reward here, the opposite of the paper's +94%, but one seed at 40 rounds decides little: the
 control, which differs from 8/0 only by filtering (and twice the questions), moved the reward a
 third to a half as far, the other way. The numbers differ between machines (float rounding flips
-a sampled token now and then, and the runs part from there) and with what ran before in the same
-process (on one machine the control printed 8.25 after 8/0 in one process with ``--jobs 1``,
-8.16 in a fresh process, where it repeats exactly); the script prints its own verdict. The
-200-round sweep in docs/tiny-reproduce/ (3 seeds) decides both: 4/4 at 0.93x of 8/0 and the
-control at 1.10x; others' text is off the receiving node's policy, so its gradients are larger
-and the norm clip binds more often.
+a sampled token now and then, and the runs part from there), not with ``--jobs``: a run prints
+the same whatever ran before it in its process (tests/test_run_independence.py), and on one
+machine ``--jobs 1`` and ``--jobs 3`` printed the same three numbers. The script prints its own
+verdict. The 200-round sweep in docs/tiny-reproduce/ (3 seeds) decides both: 4/4 at 0.93x of
+8/0 and the control at 1.10x; others' text is off the receiving node's policy, so its gradients
+are larger and the norm clip binds more often.
 
 Time at the defaults, warm starts cached, on a 2-core AMD EPYC running other work (load 4-12):
 381 s wall, 230 s CPU with the default ``--jobs 3`` (each run in a process of its own); 646 s
@@ -73,8 +73,8 @@ SETTINGS = {  # label: (J, SwarmConfig overrides)
 }
 
 MEASURED_AT_DEFAULTS = {  # cumulative rewards this script printed at its defaults
-    "2-core AMD EPYC, --jobs 1 (one process), load 4-10, 2026-12-05":
-        {ISOLATED: 7.97, CONTROL: 8.25, SHARING: 7.45},
+    "2-core AMD EPYC, --jobs 1 (one process), load 5-8, 2026-12-05, at f71da3c":
+        {ISOLATED: 7.97, CONTROL: 8.16, SHARING: 7.46},
     "2-core AMD EPYC, --jobs 3 (a process a run), load 5-12, 2026-12-05":
         {ISOLATED: 7.97, CONTROL: 8.16, SHARING: 7.46},
     "2-core Xeon, sapo-env 0.6.0 (one process), load 2-5, a newcomer's fresh clone":
