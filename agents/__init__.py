@@ -1,9 +1,10 @@
 """Reference agents for ``sapo_env``, and ratio policies (``agents.ratio``) that choose a node's J.
 
 Every agent has ``act(observation) -> action`` and ``learn(batch) -> dict | None``.
-Agents that need optional dependencies (torch for the language-model agent) are imported on
-first use, so ``import agents`` stays light; when the ``lm`` extra is missing, that import fails
-with a ``ModuleNotFoundError`` naming the package and ``pip install 'sapo-env[lm]'``.
+Agents that need optional dependencies (torch for the language-model agent, openai for the
+served one) are imported on first use, so ``import agents`` stays light; when their extra is
+missing, that import fails with a ``ModuleNotFoundError`` naming the package and
+``pip install 'sapo-env[lm]'`` (or ``[served]``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ _LAZY = {
     "warm_start": "agents.tiny.warm_start",
     "load_tiny": "agents.tiny.warm_start",
     "read_report": "agents.tiny.warm_start",
+    # a node backed by an OpenAI-compatible server (the `served` extra: openai)
+    "ServedAgent": "agents.served",
+    "ServedConfig": "agents.served",
 }
 
 # the `lm` extra's packages (pyproject.toml)

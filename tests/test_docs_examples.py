@@ -39,6 +39,15 @@ def test_the_docs_have_examples_and_the_runnable_ones_are_found():
 
 @pytest.mark.parametrize("page,index,code", BLOCKS, ids=IDS)
 def test_every_name_a_docs_example_imports_exists(page, index, code):
+    try:
+        check_imports(page, index, code)
+    except ModuleNotFoundError as error:  # an optional extra the tests run without
+        if "pip install 'sapo-env[" not in str(error):
+            raise
+        pytest.skip(str(error))
+
+
+def check_imports(page: str, index: int, code: str) -> None:
     for node in ast.walk(ast.parse(code, f"{page}[{index}]")):
         if isinstance(node, ast.ImportFrom):
             module = importlib.import_module(node.module)
