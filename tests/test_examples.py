@@ -97,3 +97,29 @@ def test_train_meta_agent_without_its_extra_says_what_to_install():
     assert done.returncode == 1
     assert done.stderr.strip() == ("train_meta_agent.py needs supersuit: "
                                    "pip install 'sapo-env[meta]'")
+
+
+def test_served_swarm_without_its_extra_says_what_to_install():
+    script = ROOT / "examples" / "served_swarm.py"
+    code = ("import runpy, sys; sys.modules['openai'] = None; sys.argv = ['x', '--rounds', '1']; "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("served_swarm.py: agents.served needs 'openai', which is not "
+                                   "installed: pip install 'sapo-env[served]'")
+
+
+@pytest.mark.slow
+def test_served_swarm_example_runs():
+    """7 tiny learners and a served SmolLM2 on llama.cpp's server, 2 rounds of short answers
+    (skipped without the server: make .venv/.served)."""
+    from agents.llama_server import missing
+
+    if missing():
+        pytest.skip(f"no local llama.cpp server: {missing()}")
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "served_swarm.py"),
+                          "--rounds", "2", "--max-tokens", "8"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "round   1  tiny nodes" in out and "malformed 0" in out
+    assert "the tiny nodes trained on" in out
