@@ -27,6 +27,7 @@ from agents.ratio import (
     ScheduledRatio,
     ThompsonSampling,
 )
+from agents.replay import ReplayAgent
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
 
 # name -> module, for agents whose dependencies are optional extras
@@ -53,6 +54,7 @@ _LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
 
 __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
            "LearningProgress", "LinUCBRatio", "PoolQuality", "RandomAgent", "RatioFeatures",
+           "ReplayAgent",
            "SB3Ratio", "ScheduledRatio", "SimulatedLearner", "SimulatedLearnerConfig",
            "ThompsonSampling",
            "adversarial_swarm", "simulated_swarm", *_LAZY]

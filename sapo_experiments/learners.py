@@ -139,9 +139,10 @@ class TinyLearners:
     node by node, faster)."""
     share_prompts: bool = True
     """The batched swarm's completions read their prompt's keys and values once
-    (``batched_swarm(share_prompts=...)``, 1.2x faster a round in float32). Its results equal
-    the copied path's to float rounding, not bit for bit: a run follows the copied one until a
-    rounding difference flips a sampled token (round 64 of a measured 100-round run). False
+    (``batched_swarm(share_prompts=...)``, 1.34x less CPU a round in float32; BENCHMARKS.md).
+    Its results equal the copied path's to float rounding, not bit for bit: a run follows the
+    copied one until a rounding difference flips a sampled token (round 64 of a measured
+    100-round run). False
     repeats the runs in docs/tiny-reproduce/ made before it existed."""
     torch_threads: int | None = 1
     """torch threads of the process: models this small run fastest on one thread, and a
