@@ -89,24 +89,21 @@ def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp
     assert "my_policy:BackOff" in (tmp_path / "out" / "results.md").read_text()
 
 
-def test_train_meta_agent_without_its_extra_says_what_to_install():
-    script = ROOT / "examples" / "train_meta_agent.py"
-    code = ("import runpy, sys; sys.modules['supersuit'] = None; sys.argv = ['x', '--help']; "
-            f"runpy.run_path({str(script)!r}, run_name='__main__')")
+@pytest.mark.parametrize("script, blocked, argv, expected", [
+    ("train_meta_agent.py", "supersuit", ["--help"],
+     "train_meta_agent.py needs supersuit: pip install 'sapo-env[meta]'"),
+    ("served_swarm.py", "openai", ["--rounds", "1"],
+     "served_swarm.py: agents.served needs 'openai', which is not installed: "
+     "pip install 'sapo-env[served]'"),
+])
+def test_an_example_without_its_extra_says_what_to_install(script, blocked, argv, expected):
+    """The package made unimportable, the example answers in one line naming the extra."""
+    path = ROOT / "examples" / script
+    code = (f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = ['x', *{argv!r}]; "
+            f"runpy.run_path({str(path)!r}, run_name='__main__')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
-    assert done.stderr.strip() == ("train_meta_agent.py needs supersuit: "
-                                   "pip install 'sapo-env[meta]'")
-
-
-def test_served_swarm_without_its_extra_says_what_to_install():
-    script = ROOT / "examples" / "served_swarm.py"
-    code = ("import runpy, sys; sys.modules['openai'] = None; sys.argv = ['x', '--rounds', '1']; "
-            f"runpy.run_path({str(script)!r}, run_name='__main__')")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 1
-    assert done.stderr.strip() == ("served_swarm.py: agents.served needs 'openai', which is not "
-                                   "installed: pip install 'sapo-env[served]'")
+    assert done.stderr.strip() == expected
 
 
 @pytest.mark.slow
