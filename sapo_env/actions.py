@@ -21,6 +21,7 @@ from sapo_env.sender_logprobs import (
     max_completion_tokens,
     parse_completion_fields,
 )
+from sapo_env.validation import unencodable_at
 
 ACTION_KEYS = frozenset({"completions", "num_external", "share", "logprobs", "token_ids"})
 
@@ -117,6 +118,10 @@ def _parse_completions(agent: str, value: Any, B: int, config: SwarmConfig
             if len(text) > config.max_completion_chars:
                 raise ValueError(f"{agent}: completions[{q}][{c}] has {len(text)} characters, "
                                  f"more than max_completion_chars={config.max_completion_chars}")
+            if (at := unencodable_at(text)) is not None:
+                raise ValueError(f"{agent}: completions[{q}][{c}] is not valid Unicode text: a "
+                                 f"lone surrogate {text[at]!r} at character {at} (decode with "
+                                 "errors='replace')")
         parsed.append(tuple(group))
     return tuple(parsed)
 

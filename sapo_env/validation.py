@@ -32,3 +32,15 @@ def unknown_names(unknown: Iterable[str], known: Iterable[str]) -> str:
         close = difflib.get_close_matches(str(name), known, n=1)
         described.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     return ", ".join(described)
+
+
+def unencodable_at(text: str) -> int | None:
+    """Where ``text`` stops being valid Unicode text (a lone surrogate, which no UTF-8 file,
+    JSON transport, Parquet table or tokenizer accepts), or None where it is valid."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None

@@ -8,7 +8,9 @@ agents) sees only what it returns:
 - a mapping with exactly the fields of :class:`sapo_env.types.Group` (no ``local``, which only
   the env sets inside a node's batch);
 - ``id``, ``source``, ``task``, ``question``, ``system_prompt``, ``answer``: plain ``str``
-  (not a subclass, whose ``len`` or ``==`` could lie), within ``MAX_FIELD_CHARS``;
+  (not a subclass, whose ``len`` or ``==`` could lie), within ``MAX_FIELD_CHARS``, and valid
+  Unicode text like every string of a packet (no lone surrogate, which no receiver could
+  write to a file, a JSON message or a tokenizer);
 - ``ref``: ``{task, config, seed, index}``, the task a ``str``, the config JSON data, seed and
   index integers in the env's range;
 - ``completions``: a list or tuple of exactly L plain strings, each within the swarm's
@@ -55,6 +57,7 @@ from sapo_env.sender_logprobs import (
     parse_completion_fields,
 )
 from sapo_env.types import Group
+from sapo_env.validation import unencodable_at
 
 SCHEMA_REASONS = ("malformed", "oversized")
 ADMIT_REASONS = (*SCHEMA_REASONS, "impersonation")
@@ -165,6 +168,8 @@ def _text(value: Any, limit: int) -> str:
         raise _Rejected("malformed")
     if len(value) > limit:
         raise _Rejected("oversized")
+    if unencodable_at(value) is not None:  # a lone surrogate: no receiver could store it
+        raise _Rejected("malformed")
     return value
 
 
