@@ -85,3 +85,19 @@ def test_beating_the_best_fixed_ratio_uses_the_same_rule(diff, ci, beats):
     text = verdict([DRIFT], [row("exp3", None, None, diff, ci)], BenchConfig(seeds=10, tuned=None))
     assert ("Beating the best fixed ratio beyond the CI: exp3 in drift "
             f"({signed(diff, ci)})" in text) == beats
+
+
+def test_the_reproduce_verdicts_read_the_printed_interval():
+    """``sapo-env reproduce`` prints a ratio to 8/0 with 2 decimals, or 3 where 2 would hide
+    its side of 1 (lr3e-5-long's 4/4: 0.979 ± 0.018 excludes 1, "0.98 ± 0.02" touches it),
+    and calls it distinguishable only where the printed interval excludes 1; a change is
+    printed with 3 decimals, and "rose" only where the printed interval lies above 0."""
+    from sapo_experiments.reproduce.report import format_ratio, side_as_printed
+
+    assert format_ratio(0.9793819827718684, 0.01767185277370981) == "0.979 ± 0.018"
+    assert format_ratio(0.93, 0.03) == "0.93 ± 0.03" and format_ratio(1.0, 0.0) == "1.00 ± 0.00"
+    assert format_ratio(0.9996, 0.0004) == "1.000 ± 0.000"  # touches 1 at 3 decimals too
+    assert side_as_printed(0.9996, 0.0004, 1.0, 3) == 0
+    assert side_as_printed(0.97, 0.01, 1.0, 2) == -1 and side_as_printed(1.05, 0.02, 1.0, 2) == 1
+    assert side_as_printed(0.0126, 0.0124, 0.0, 3) == 1  # "+0.013 ± 0.012": rose
+    assert side_as_printed(0.0124, 0.0119, 0.0, 3) == 0  # "+0.012 ± 0.012": flat

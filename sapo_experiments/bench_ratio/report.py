@@ -36,6 +36,7 @@ from sapo_env.runtime.metrics import moving_average
 from sapo_experiments.bench_ratio.config import BENCH_LEARNER, BenchConfig
 from sapo_experiments.bench_ratio.policies import schedule_phases, spec_of
 from sapo_experiments.bench_ratio.scenarios import SCENARIOS
+from sapo_experiments.intervals import ci_digits, lies_above_zero
 from sapo_experiments.learners import describe
 from sapo_experiments.reproduce.report import (
     format_value,
@@ -46,7 +47,6 @@ from sapo_experiments.reproduce.report import (
 
 CAPTURE_GOAL = 0.5  #: the verdict names the policies that capture at least this, beyond their CI
 RESOLVABLE = 1.0  #: a captured fraction whose 95% CI half-width exceeds this is printed "n/r"
-MOST_DIGITS = 3  #: the most decimals an interval is printed with (and read at)
 
 
 @dataclass
@@ -203,30 +203,6 @@ def summarise(config: BenchConfig, runs: Mapping[tuple[str, str], Sequence[Mappi
             difference_ci=float(np.median(cis)) if cis else None))
         rows += scenario_rows
     return headrooms, rows
-
-
-def ci_digits(mean: float, ci: float | None, digits: int = 1) -> int:
-    """The decimals, ``digits`` or more (at most ``MOST_DIGITS``), at which ``mean ± ci``
-    printed shows on which side of 0 each end of the interval lies: 0.94 ± 0.90 is "+0.94 ±
-    0.90", not "+0.9 ± 0.9", an interval that would seem to touch 0."""
-    if ci is None or not np.isfinite(ci):
-        return digits
-    for d in range(digits, MOST_DIGITS + 1):
-        ends = (round(round(mean, d) - round(ci, d), d), round(round(mean, d) + round(ci, d), d))
-        if all(end != 0 and (end > 0) == (exact > 0)
-               for end, exact in zip(ends, (mean - ci, mean + ci))):
-            return d
-    return MOST_DIGITS
-
-
-def lies_above_zero(mean: float | None, ci: float | None) -> bool:
-    """Whether the interval ``mean ± ci`` lies above 0 as it is printed (:func:`ci_digits`):
-    a lower end that rounds to 0 at ``MOST_DIGITS`` decimals touches 0, and is not above it.
-    The one rule the headroom's verdict, the verdict's "beyond the CI" and the table share."""
-    if mean is None or ci is None or not np.isfinite(ci):
-        return False
-    d = ci_digits(mean, ci)
-    return round(round(mean, d) - round(ci, d), d) > 0
 
 
 def signed(mean: float, ci: float | None) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 
 from sapo_env.config import SwarmConfig
 from sapo_env.runtime.metrics import PAPER_WINDOW
+from sapo_experiments.intervals import ci_digits, side_as_printed
 from sapo_experiments.learners import describe
 from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig
 
@@ -131,6 +132,17 @@ def format_value(value: float | None, ci: float | None = None, digits: int = 1) 
     return text
 
 
+def ratio_digits(ratio: float | None, ci: float | None) -> int:
+    """A ratio to 8/0 is printed with 2 decimals, or 3 where 2 would hide its side of 1."""
+    if ratio is None or not np.isfinite(ratio) or not ci:  # none, or 8/0's own 1.00 ± 0.00
+        return 2
+    return ci_digits(ratio, ci, 2, point=1.0)
+
+
+def format_ratio(ratio: float | None, ci: float | None) -> str:
+    return format_value(ratio, ci, ratio_digits(ratio, ci))
+
+
 def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
                     runs: dict[str, list[dict[str, Any]]] | None = None) -> str:
     """The table and its verdict; with ``runs``, then what changed over the run in each
@@ -165,8 +177,8 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
         lines.append(
             f"| {r.experiment} | {r.local} | {r.external} "
             f"| {format_value(r.cumulative, r.cumulative_ci)} "
-            f"| {format_value(r.ratio, r.ratio_ci, 2)} "
-            f"| {format_value(r.batch_ratio, r.batch_ratio_ci, 2)} "
+            f"| {format_ratio(r.ratio, r.ratio_ci)} "
+            f"| {format_ratio(r.batch_ratio, r.batch_ratio_ci)} "
             f"| {format_value(r.paper, None, 2)} "
             f"| {format_value(r.paper_ratio, None, 2)} | {format_value(r.generated, None, 0)} "
             f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
@@ -202,8 +214,8 @@ def change_markdown(runs: dict[str, list[dict[str, Any]]], window: int,
             change, ci = mean_ci(pair[:, 1] - pair[:, 0])
             cells += [f"{pair[:, 0].mean():.3f} → {pair[:, 1].mean():.3f}",
                       f"{change:+.3f}" + (f" ± {ci:.3f}" if np.isfinite(ci) else "")]
-            moved[label].append("unclear" if not np.isfinite(ci) else "rose" if change - ci > 0
-                                else "fell" if change + ci < 0 else "flat")
+            side = side_as_printed(change, ci, 0.0, 3) if np.isfinite(ci) else None  # as printed
+            moved[label].append({None: "unclear", 1: "rose", -1: "fell", 0: "flat"}[side])
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     words = {"rose": "rose", "fell": "fell", "flat": "unchanged within its CI",
              "unclear": "one seed, no CI"}
@@ -251,11 +263,13 @@ def verdict(rows: Sequence[Row], config: ReproduceConfig) -> str:
         text.append("**One seed: there is no confidence interval, so this table cannot tell a "
                     "difference from noise.** Run with `--seeds 3` or more.")
         return " ".join(text)
-    clear = [r for r in compared if r.ratio_ci is not None and abs(r.ratio - 1) > r.ratio_ci]
+    clear = [r for r in compared if r.ratio_ci is not None
+             and side_as_printed(r.ratio, r.ratio_ci, 1.0, ratio_digits(r.ratio, r.ratio_ci)) != 0]
     unclear = [r for r in compared if r not in clear]
     if clear:
         text.append("Distinguishable from 8/0 (the ratio's 95% CI excludes 1): "
-                    + ", ".join(f"{r.experiment} ({r.ratio:.2f})" for r in clear) + ".")
+                    + ", ".join(f"{r.experiment} ({r.ratio:.{ratio_digits(r.ratio, r.ratio_ci)}f})"
+                                for r in clear) + ".")
     if unclear:
         text.append("**Not distinguishable from 8/0 here** (the CI includes 1): "
                     + ", ".join(r.experiment for r in unclear) + ".")
