@@ -28,6 +28,7 @@ from benchmarks_md import BENCHMARKS_MD, machine, write_section
 import sapo_env
 import sapo_env.runtime
 from agents.simulated import simulated_swarm
+from sapo_env.extras import require
 
 SECTION = "## Long run"
 FIGURE = Path(__file__).resolve().parent / "long_run_rss.png"
@@ -69,8 +70,7 @@ def growth(result: dict, warmup: int) -> tuple[float, float, float]:
 
 
 def plot(result: dict, warmup: int, path: Path) -> None:
-    import matplotlib
-
+    matplotlib = require("matplotlib", "the memory figure of benchmarks/long_run.py")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

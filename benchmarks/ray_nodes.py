@@ -34,6 +34,7 @@ from env_step import canned_actions
 
 import sapo_env
 import sapo_env.runtime
+from sapo_env.extras import require
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 SECTION = "## Ray nodes"
@@ -108,8 +109,8 @@ def timed_steps(scoring, steps: int, n: int = 512) -> tuple[float, float]:
 
 def measure(rounds: int, sim_rounds: int, steps: int) -> dict:
     import numpy as np
-    import ray
 
+    ray = require("ray", "benchmarks/ray_nodes.py")
     from agents.remote import remote, remote_swarm
     from sapo_env.scoring.round_scoring import RayScoring
 
