@@ -58,23 +58,30 @@ class GRPOLoss(NamedTuple):
     kl_sum: torch.Tensor  #: sum of the per-token KL estimates (0 when beta == 0)
 
 
+UPCAST_CHUNK_BYTES = 64 * 2**20
+"""Largest block of half-precision logits upcast to float32 at once by :func:`token_logprobs`."""
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Log-probability of each target token: ``log_softmax(logits)[..., target]``.
 
     ``logits`` ``(S, T, V)``, ``targets`` ``(S, T)`` -> ``(S, T)`` float32. Computed as
     ``logit[target] - logsumexp(logits)`` so the full ``(S, T, V)`` log-softmax is never
-    materialised (V is 150k for Qwen); half-precision logits are upcast row by row for the
-    same reason.
+    materialised (V is 150k for Qwen); half-precision logits are upcast a block of rows at a
+    time for the same reason, at most ``UPCAST_CHUNK_BYTES`` of float32 (one row at a time
+    for a large vocabulary; every row at once for a small one, where a loop over rows would
+    cost more than the arithmetic).
     """
     if logits.dtype in (torch.float32, torch.float64):
         picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return (picked - torch.logsumexp(logits, dim=-1)).float()
-    rows = []
-    for row_logits, row_targets in zip(logits, targets):
-        row = row_logits.float()
-        picked = row.gather(-1, row_targets.unsqueeze(-1)).squeeze(-1)
-        rows.append(picked - torch.logsumexp(row, dim=-1))
-    return torch.stack(rows)
+    rows_at_once = max(1, UPCAST_CHUNK_BYTES // max(1, 4 * logits[0].numel()))
+    blocks = []
+    for start in range(0, len(logits), rows_at_once):
+        block = logits[start:start + rows_at_once].float()
+        picked = block.gather(-1, targets[start:start + rows_at_once].unsqueeze(-1)).squeeze(-1)
+        blocks.append(picked - torch.logsumexp(block, dim=-1))
+    return torch.cat(blocks)
 
 
 def grpo_loss(
