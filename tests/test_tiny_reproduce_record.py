@@ -10,14 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sapo_experiments.reproduce.config import BY_LABEL
+from sapo_experiments.reproduce.report import cumulative_rewards
+
 FOLDER = Path(__file__).resolve().parents[1] / "docs" / "tiny-reproduce"
 SWEEPS = sorted(p.parent for p in FOLDER.glob("*/runs") if p.parent.name != "sparse-signal")
-
-
-def cumulative_reward(run: Path) -> float:
-    """The reproduce report's cumulative reward: the swarm-mean reward summed over rounds."""
-    with np.load(run) as arrays:
-        return float(np.nansum(np.nanmean(arrays["rewards"], axis=1)))
 
 
 def printed_per_seed(results_md: str) -> dict[str, list[str]]:
@@ -41,7 +38,9 @@ def test_the_printed_per_seed_rewards_are_the_arrays(sweep: Path):
     runs = sorted((sweep / "runs").glob("*.npz"))
     assert len(runs) == sum(len(v) for v in printed.values()), sweep
     for label, cells in printed.items():
-        slug = label.replace("/", "-")
-        computed = [f"{cumulative_reward(sweep / 'runs' / f'{slug}_seed{k}.npz'):.1f}"
-                    for k in range(len(cells))]
+        arrays = []
+        for k in range(len(cells)):
+            with np.load(sweep / "runs" / f"{BY_LABEL[label].slug}_seed{k}.npz") as run:
+                arrays.append({"rewards": run["rewards"]})
+        computed = [f"{c:.1f}" for c in cumulative_rewards({label: arrays})[label]]
         assert computed == cells, (sweep.name, label)
