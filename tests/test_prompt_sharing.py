@@ -19,6 +19,7 @@ from agents.encoding import Row  # noqa: E402
 from agents.loss import token_logprobs  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
+from agents.tiny.fast_kernels import fast_weights  # noqa: E402
 from agents.tiny.grouped_llama import (  # noqa: E402
     RowCache,
     grouped_forward,
@@ -141,6 +142,9 @@ def test_decoding_from_a_row_cache_equals_the_copied_prompt_cache(tok):
         _, prompt_cache = grouped_forward(weights, config, prompts, mask, positions)
         copy_of = torch.arange(2).repeat_interleave(copies).expand(2, -1)
         copied = prompt_cache.select_rows(copy_of).with_room(steps)
+        fast = fast_weights(weights, config)
+        _, prompt_cache = grouped_forward(fast, config, prompts, mask, positions,
+                                          arithmetic="fast")
         shared = RowCache.empty(config, 2, 2, copies, steps, torch.float32, torch.device("cpu"))
         position = positions[:, :, -1:].repeat_interleave(copies, dim=1)
         for step in range(steps):
@@ -149,7 +153,7 @@ def test_decoding_from_a_row_cache_equals_the_copied_prompt_cache(tok):
             old, copied = grouped_forward(weights, config, token, torch.ones_like(token),
                                           position, cache=copied)
             new, shared = grouped_prefix_forward(
-                weights, config, prompt_cache, token.reshape(2, 2, copies, 1),
+                fast, config, prompt_cache, token.reshape(2, 2, copies, 1),
                 torch.ones_like(token).reshape(2, 2, copies, 1),
                 position.reshape(2, 2, copies, 1), cache=shared)
             torch.testing.assert_close(new.reshape(old.shape), old, rtol=1e-5, atol=1e-5)
@@ -157,11 +161,15 @@ def test_decoding_from_a_row_cache_equals_the_copied_prompt_cache(tok):
 
 def test_a_row_cache_is_filled_without_gradients_and_within_its_room(tok):
     models = [tiny_llama(tok)]
-    weights, config = stack_weights(models), models[0].config
+    config = models[0].config
     ids = torch.tensor([[[20, 21, 22]]])
-    _, prefix = grouped_forward(weights, config, ids, torch.ones_like(ids),
-                                torch.arange(3)[None, None])
     row = torch.tensor([[[[30]]]])
+    with pytest.raises(ValueError, match="fast_weights"):  # not the layout it reads
+        grouped_prefix_forward(stack_weights(models), config, None, row, torch.ones_like(row),
+                               row * 0 + 3)
+    weights = fast_weights(stack_weights(models), config)
+    _, prefix = grouped_forward(weights, config, ids, torch.ones_like(ids),
+                                torch.arange(3)[None, None], arithmetic="fast")
     cache = RowCache.empty(config, 1, 1, 1, 1, torch.float32, torch.device("cpu"))
     with pytest.raises(ValueError, match="no_grad"):
         grouped_prefix_forward(weights, config, prefix, row, torch.ones_like(row), row * 0 + 3,

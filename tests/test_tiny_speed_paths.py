@@ -35,8 +35,21 @@ from agents.loss import token_logprobs  # noqa: E402
 from agents.models import autocast  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
-from agents.tiny.decoder_layers import PromptPacking, reference_swiglu, rms_norm  # noqa: E402
-from agents.tiny.fast_kernels import fold_norms, rms_normalize, swiglu  # noqa: E402
+from agents.tiny.decoder_layers import (  # noqa: E402
+    PromptPacking,
+    reference_rotate,
+    reference_swiglu,
+    rms_norm,
+    rotary,
+)
+from agents.tiny.fast_kernels import (  # noqa: E402
+    fast_weights,
+    rms_normalize,
+    rotary_pairs,
+    rotate,
+    rotation,
+    swiglu,
+)
 from agents.tiny.grouped_llama import grouped_forward, stack_weights  # noqa: E402
 from agents.tiny.learn_batches import CopiedPromptBatch, SharedPromptBatch  # noqa: E402
 
@@ -238,7 +251,7 @@ def test_rms_normalize_and_swiglu_equal_the_reference_with_their_gradients():
         results.append((y.detach(), x.grad.clone(), w.grad.clone()))
     for ref, fast in zip(*results):
         torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-6)
-    with torch.no_grad():  # the no-grad path, weightless as after fold_norms
+    with torch.no_grad():  # the no-grad path, weightless as after fast_weights
         torch.testing.assert_close(rms_normalize(x, None, 1e-5),
                                    rms_norm(x, torch.ones(2, 16), 1e-5), rtol=1e-5, atol=1e-6)
     gate_up = torch.randn(2, 3, 5, 32, generator=g, requires_grad=True)
@@ -251,6 +264,28 @@ def test_rms_normalize_and_swiglu_equal_the_reference_with_their_gradients():
         results.append((y.detach(), gate_up.grad.clone()))
     for ref, fast in zip(*results):  # the same kernels: the same bits
         assert torch.equal(fast, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values())
+def test_rotate_equals_the_reference_rotary_embedding_with_its_gradient(dtype):
+    """The complex product on heads in rotary pairs, put back in the reference's order, is
+    the reference's ``x * cos + rotate_half(x) * sin`` (a float32 result from either input
+    dtype), and its gradient the reference's in float32, rounded once to x's dtype (the
+    reference's own bfloat16 gradient adds two rounded halves); positions far apart, so that
+    the angles are large."""
+    g = torch.Generator().manual_seed(0)
+    positions = torch.tensor([[[0, 1, 7, 500, 2047]]])
+    exact = torch.randn(1, 1, 5, 3, 16, generator=g).to(dtype).float().requires_grad_()
+    x = exact.detach().to(dtype).requires_grad_()
+    grad = torch.randn(1, 1, 5, 3, 16, generator=g)
+    pairs = rotary_pairs(16)
+    ref = reference_rotate(exact, rotary(positions, 16, 10000.0, torch.float32))
+    ref.backward(grad)
+    fast = rotate(x[..., pairs], rotation(positions, 16, 10000.0)).index_select(-1, pairs.argsort())
+    fast.backward(grad)
+    assert fast.dtype == torch.float32
+    torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x.grad, exact.grad.to(dtype))
 
 
 @pytest.mark.parametrize("keep", [1, 2])
@@ -269,7 +304,7 @@ def test_a_fast_packed_prompt_pass_equals_the_reference(shape, keep):
             model.zero_grad(set_to_none=True)
         weights = stack_weights(models)
         if arithmetic == "fast":
-            weights = fold_norms(weights, models[0].config.num_hidden_layers)
+            weights = fast_weights(weights, models[0].config)
         logits, cache = grouped_forward(weights, models[0].config, ids, mask, positions,
                                         logits_to_keep=keep, arithmetic=arithmetic)
         real = mask.bool()[:, :, -keep:, None].expand(logits.shape)
@@ -281,6 +316,11 @@ def test_a_fast_packed_prompt_pass_equals_the_reference(shape, keep):
         grads = [p.grad.clone() for model in models for p in model.parameters()]
         results.append((logits.detach()[real], keys, grads))
     (logits, keys, grads), (fast_logits, fast_keys, fast_grads) = results
+    # the fast cache holds each key head's dimensions in rotary pairs (values as they are)
+    pairs = rotary_pairs(keys[0].shape[-1])
+    layers = len(keys) // 2
+    fast_keys = [z if i >= layers else z.index_select(-1, pairs.argsort())
+                 for i, z in enumerate(fast_keys)]
     assert logits.abs().sum() > 0
     torch.testing.assert_close(fast_logits, logits, rtol=1e-5, atol=1e-5)
     for ref, fast in zip(keys, fast_keys):

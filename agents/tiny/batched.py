@@ -61,7 +61,7 @@ from agents.grpo_update import GRPOUpdate
 from agents.lora import members_by_name
 from agents.loss import token_logprobs
 from agents.models import autocast
-from agents.tiny.fast_kernels import fold_norms
+from agents.tiny.fast_kernels import fast_weights
 from agents.tiny.grouped_llama import (
     GroupedCache,
     RowCache,
@@ -193,7 +193,7 @@ class BatchedSwarm:
             weights = stack_weights([agent.model for agent in agents])
             arithmetic = "fast" if self.share_prompts else "reference"
             if self.share_prompts:
-                weights = fold_norms(weights, self.model_config.num_hidden_layers)
+                weights = fast_weights(weights, self.model_config)
             positions = (grid_mask.cumsum(dim=2) - 1).clamp(min=0)
             logits, cache = grouped_forward(weights, self.model_config, grid, grid_mask,
                                             positions, logits_to_keep=1, arithmetic=arithmetic)

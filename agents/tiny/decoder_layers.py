@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from transformers import LlamaConfig
 
 from agents.tiny import fast_kernels
+from agents.tiny.fast_kernels import head_dim
 
 
 def rope_theta(config: LlamaConfig) -> float:
@@ -45,17 +47,20 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.bmm(x.reshape(n, b * t, d), weight.transpose(1, 2)).reshape(n, b, t, -1)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
-               ) -> torch.Tensor:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+              scaled: bool = False) -> torch.Tensor:
     """Grouped-query attention: q ``(M, heads, T, d)``, k and v ``(M, kv_heads, S, d)``, bias
     ``(M, 1, T, S)``. Each key head serves ``heads / kv_heads`` consecutive query heads (as
     transformers' ``repeat_kv``), so the query heads are folded onto their key head instead of
-    copying the keys; softmax in float32, as transformers' eager attention."""
+    copying the keys; softmax in float32, as transformers' eager attention. ``scaled``: q
+    already carries the scores' ``d ** -0.5`` (:func:`~agents.tiny.fast_kernels.fast_weights`)."""
     m, heads, t, d = q.shape
     kv_heads = k.shape[1]
     groups = heads // kv_heads
     q = q.reshape(m, kv_heads, groups * t, d)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * d**-0.5
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    if not scaled:
+        scores = scores * d**-0.5
     scores = scores + bias.repeat(1, 1, groups, 1)  # rows g * T + i take query i's mask
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     return torch.matmul(probs, v).reshape(m, heads, t, d)
@@ -66,15 +71,21 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rotary(config: LlamaConfig, positions: torch.Tensor, head_dim: int, dtype: torch.dtype
-            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin ``(N, B, T, 1, head_dim)`` for integer positions ``(N, B, T)``, to
+def rotary(positions: torch.Tensor, head_size: int, theta: float, dtype: torch.dtype
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin ``(N, B, T, 1, head_size)`` for integer positions ``(N, B, T)``, to
     broadcast over heads."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
-    inv_freq = 1.0 / (rope_theta(config) ** (exponents / head_dim))
-    freqs = positions.float()[..., None] * inv_freq  # (N, B, T, head_dim / 2)
+    exponents = torch.arange(0, head_size, 2, dtype=torch.int64, device=positions.device).float()
+    inv_freq = 1.0 / (theta ** (exponents / head_size))
+    freqs = positions.float()[..., None] * inv_freq  # (N, B, T, head_size / 2)
     emb = torch.cat((freqs, freqs), dim=-1)[..., None, :]
     return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def reference_rotate(x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]
+                     ) -> torch.Tensor:
+    cos, sin = cos_sin
+    return x * cos + rotate_half(x) * sin
 
 
 def reference_swiglu(gate_up: torch.Tensor) -> torch.Tensor:
@@ -90,6 +101,13 @@ class Kernels:
 
     norm: Callable[[torch.Tensor, torch.Tensor | None, float], torch.Tensor]
     swiglu: Callable[[torch.Tensor], torch.Tensor]
+    #: the rotary embedding of integer positions (positions, head size, base, dtype), in the
+    #: form that ``rotate(heads, it)`` applies to query and key heads
+    rotation: Callable[[torch.Tensor, int, float, torch.dtype], Any]
+    rotate: Callable[[torch.Tensor, Any], torch.Tensor]
+    #: the weights are :func:`~agents.tiny.fast_kernels.fast_weights`' (queries scaled, query
+    #: and key heads in rotary pairs), which only this arithmetic reads
+    fast_weights: bool
     #: a prompt pass (no cache, logits_to_keep > 0) runs on the prompts' real tokens alone
     #: (:class:`PromptPacking`), and its last layer only at the kept positions past their keys
     #: and values (the other positions' outputs reach nothing)
@@ -97,8 +115,10 @@ class Kernels:
 
 
 KERNELS = {
-    "reference": Kernels(rms_norm, reference_swiglu, False),
-    "fast": Kernels(fast_kernels.rms_normalize, fast_kernels.swiglu, True),
+    "reference": Kernels(rms_norm, reference_swiglu, rotary, reference_rotate, False, False),
+    "fast": Kernels(fast_kernels.rms_normalize, fast_kernels.swiglu,
+                    lambda positions, size, theta, _: fast_kernels.rotation(positions, size, theta),
+                    fast_kernels.rotate, True, True),
 }
 
 
@@ -160,32 +180,33 @@ def causal(t: int, width: int, past: int, device: torch.device) -> torch.Tensor:
     return torch.ones(t, width, dtype=torch.bool, device=device).tril(past)
 
 
-def projections(x: torch.Tensor, weights: dict[str, torch.Tensor], name: str,
-                 cos: torch.Tensor, sin: torch.Tensor, config: LlamaConfig, kernels: Kernels
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def projections(x: torch.Tensor, weights: dict[str, torch.Tensor], name: str, rotation: Any,
+                config: LlamaConfig, kernels: Kernels
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A layer's queries ``(N, B, T, heads, d)``, keys and values ``(N, B, T, kv_heads,
     d)``, rotary embeddings applied to the first two."""
     h = kernels.norm(x, weights.get(name + "input_layernorm.weight"), config.rms_norm_eps)
     qkv = linear(h, weights[name + "self_attn.qkv_proj.weight"])
-    d = cos.shape[-1]
+    d = head_dim(config)
     kv_size = config.num_key_value_heads * d
     q, k, v = (z.unflatten(-1, (-1, d)) for z in qkv.split(
         [config.num_attention_heads * d, kv_size, kv_size], -1))
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+    return kernels.rotate(q, rotation), kernels.rotate(k, rotation), v
 
 
 def decoder(weights: dict[str, torch.Tensor], config: LlamaConfig, x: torch.Tensor,
-            cos: torch.Tensor, sin: torch.Tensor, kernels: Kernels,
+            rotation: Any, kernels: Kernels,
             attend: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor],
             last: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
-    """The decoder layers and the final norm on embeddings ``x`` ``(N, B, T, H)``.
+    """The decoder layers and the final norm on embeddings ``x`` ``(N, B, T, H)`` at the
+    positions whose rotary embedding is ``rotation`` (:func:`embedded`).
     ``attend(layer, q, k, v, final)`` gives the layer's attention output ``(N, B, T',
     heads * d)``. ``last``: the positions the last layer computes (past its keys and values)
     as a function of its input's, whose output is then ``last``'s layout (``final`` True)."""
     eps = config.rms_norm_eps
     for layer in range(config.num_hidden_layers):
         name = f"model.layers.{layer}."
-        q, k, v = projections(x, weights, name, cos, sin, config, kernels)
+        q, k, v = projections(x, weights, name, rotation, config, kernels)
         final = last is not None and layer == config.num_hidden_layers - 1
         if final:
             q, x = last(q), last(x)
@@ -197,13 +218,13 @@ def decoder(weights: dict[str, torch.Tensor], config: LlamaConfig, x: torch.Tens
 
 
 def embedded(weights: dict[str, torch.Tensor], config: LlamaConfig, input_ids: torch.Tensor,
-              position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Embeddings ``(N, B, T, H)`` of ``(N, B, T)`` ids, and their rotary cos and sin."""
+             position_ids: torch.Tensor, kernels: Kernels) -> tuple[torch.Tensor, Any]:
+    """Embeddings ``(N, B, T, H)`` of ``(N, B, T)`` ids, and the rotary embedding of their
+    positions, in ``kernels``' form."""
     embed = weights["model.embed_tokens.weight"]  # (N, V, H)
     nodes = torch.arange(input_ids.shape[0], device=input_ids.device)[:, None, None]
     x = embed[nodes, input_ids]
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return x, *rotary(config, position_ids, head_dim, x.dtype)
+    return x, kernels.rotation(position_ids, head_dim(config), rope_theta(config), x.dtype)
 
 
 def head(weights: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:

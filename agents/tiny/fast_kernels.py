@@ -6,9 +6,13 @@ about as much CPU time as their matrix products (BENCHMARKS.md, "Prompt-prefix s
 These functions compute what :mod:`agents.tiny.decoder_layers`' reference arithmetic computes,
 to float rounding, writing fewer tensors:
 
-- :func:`fold_norms`: each RMSNorm's weight multiplied into the matrix that reads its output
-  (``W (w * n) = (W * w) n``), so that the norm itself is weightless; under autocast also the
-  matrices cast once to the compute dtype, where autocast would cast them at every use;
+- :func:`fast_weights`: each RMSNorm's weight multiplied into the matrix that reads its output
+  (``W (w * n) = (W * w) n``), so that the norm itself is weightless; the attention's scale
+  multiplied into the query rows; each query and key head's dimensions reordered so that the
+  rotary embedding turns adjacent pairs; under autocast the matrices cast once to the compute
+  dtype, where autocast would cast them at every use;
+- :func:`rotate`: the rotary embedding as one complex product (forward and backward) where
+  the reference makes five passes (``x * cos + rotate_half(x) * sin``);
 - :func:`rms_normalize`: RMSNorm in one written tensor forward (in the compute dtype, where
   autocast would cast it for the next product) and two backward;
 - :func:`swiglu`: ``silu(gate) * up``, its gradients written straight into the gate/up
@@ -16,8 +20,7 @@ to float rounding, writing fewer tensors:
 - :func:`prefix_attention`: the rows of a prompt attending to its keys, read once, and to
   their own.
 
-Rotary embeddings stay the reference's (a Function writing their gradient in place was no
-faster), and so does the attention's arithmetic: PyTorch's fused
+The attention's arithmetic stays the reference's: PyTorch's fused
 ``scaled_dot_product_attention`` was no faster on these shapes in float32 and its backward
 2.5-4x slower in bfloat16 (BENCHMARKS.md).
 
@@ -30,24 +33,55 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+from transformers import LlamaConfig
 
 #: the grouped weights' name of each layer's norms and of the matrix that reads its output
 _FOLDED = {"input_layernorm": "self_attn.qkv_proj", "post_attention_layernorm": "mlp.gate_up_proj"}
 
 
-def fold_norms(weights: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
-    """``weights`` (:func:`~agents.tiny.grouped_llama.stack_weights`) with every RMSNorm
-    weight multiplied into the projection after it and removed (the final norm's into the
-    output head, which a tied model takes from the embedding), so that :func:`rms_normalize`
-    needs no weight. Differentiable. Under autocast the matrices are also cast to its dtype
-    here, once, where autocast would cast them at every use (twice a learn step, once a step
-    of generation); the embedding stays as it is, since the residual stream keeps its dtype."""
+def head_dim(config: LlamaConfig) -> int:
+    """The size of one attention head."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def rotary_pairs(head_size: int) -> torch.Tensor:
+    """The order :func:`fast_weights` gives each query and key head's dimensions: dimensions
+    i and i + head_size / 2, which Llama's rotary embedding turns together, side by side
+    (``(0, h, 1, h + 1, ...)``), so that a head is ``head_size / 2`` complex numbers."""
+    half = torch.arange(head_size // 2)
+    return torch.stack([half, half + head_size // 2], dim=-1).flatten()
+
+
+def fast_weights(weights: dict[str, torch.Tensor], config: LlamaConfig
+                 ) -> dict[str, torch.Tensor]:
+    """``weights`` (:func:`~agents.tiny.grouped_llama.stack_weights`) as the fast arithmetic
+    reads them, the same model. Differentiable.
+
+    - Every RMSNorm weight multiplied into the projection after it and removed (the final
+      norm's into the output head, which a tied model takes from the embedding), so that
+      :func:`rms_normalize` needs no weight.
+    - Each query and key head's rows in :func:`rotary_pairs` order, so that :func:`rotate`
+      is one complex product; attention scores are unchanged, since queries and keys are
+      reordered alike (keys and values in a fast cache are in this order too).
+    - The query rows multiplied by the attention's ``head_size ** -0.5``.
+    - Under autocast the matrices cast to its dtype, once, where autocast would cast them at
+      every use (twice a learn step, once a step of generation); the embedding stays as it
+      is, since the residual stream keeps its dtype."""
     folded = dict(weights)
-    for layer in range(num_layers):
+    size = head_dim(config)
+    query_rows = config.num_attention_heads * size
+    heads = config.num_attention_heads + config.num_key_value_heads
+    order = (rotary_pairs(size) + torch.arange(heads)[:, None] * size).flatten()
+    for layer in range(config.num_hidden_layers):
         prefix = f"model.layers.{layer}."
         for norm, matrix in _FOLDED.items():
             scale = folded.pop(f"{prefix}{norm}.weight")[:, None, :]
             folded[f"{prefix}{matrix}.weight"] = folded[f"{prefix}{matrix}.weight"] * scale
+        qkv = folded[f"{prefix}self_attn.qkv_proj.weight"]
+        query_key = qkv[:, : heads * size].index_select(1, order.to(qkv.device))
+        folded[f"{prefix}self_attn.qkv_proj.weight"] = torch.cat(
+            [query_key[:, :query_rows] * size**-0.5, query_key[:, query_rows:],
+             qkv[:, heads * size :]], dim=1)
     head = folded.get("lm_head.weight", folded["model.embed_tokens.weight"])
     folded["lm_head.weight"] = head * folded.pop("model.norm.weight")[:, None, :]
     device = head.device.type
@@ -56,6 +90,24 @@ def fold_norms(weights: dict[str, torch.Tensor], num_layers: int) -> dict[str, t
         folded = {name: w if name == "model.embed_tokens.weight" else w.to(dtype)
                   for name, w in folded.items()}
     return folded
+
+
+def rotation(positions: torch.Tensor, head_size: int, theta: float) -> torch.Tensor:
+    """Llama's rotary embedding (base ``theta``) of integer ``positions`` ``(N, B, T)`` as unit
+    complex numbers ``(N, B, T, 1, head_size / 2)``, to broadcast over heads in :func:`rotate`."""
+    exponents = torch.arange(0, head_size, 2, dtype=torch.int64, device=positions.device).float()
+    inv_freq = 1.0 / (theta ** (exponents / head_size))
+    angles = positions.float()[..., None] * inv_freq
+    return torch.polar(torch.ones_like(angles), angles)[..., None, :]
+
+
+def rotate(x: torch.Tensor, turns: torch.Tensor) -> torch.Tensor:
+    """Query or key heads ``x`` ``(..., heads, head_size)`` in :func:`rotary_pairs` order,
+    rotated by :func:`rotation`'s ``turns``, in float32 as the reference's (whose cos and sin
+    are float32): one complex product forward and one backward, where the reference's
+    ``x * cos + rotate_half(x) * sin`` makes five passes."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(pairs * turns).flatten(-2)
 
 
 def _no_autocast(device: torch.device) -> torch.autocast:
@@ -95,7 +147,7 @@ def _rms_scale(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]
 
 def rms_normalize(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     """transformers' ``LlamaRMSNorm`` of ``x`` ``(N, ..., H)``, times ``weight`` ``(N, H)``
-    unless None (folded into the next matrix, :func:`fold_norms`; then, under autocast, the
+    unless None (folded into the next matrix, :func:`fast_weights`; then, under autocast, the
     result is written in its dtype, which the next product would cast it to)."""
     device = x.device.type
     narrow = weight is None and torch.is_autocast_enabled(device)
@@ -144,9 +196,10 @@ def prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: 
                       own_bias: torch.Tensor) -> torch.Tensor:
     """Attention of L rows that continue one prefix, reading the prefix's keys once.
 
-    q ``(M, kv_heads, groups, L, T, d)``: M prefixes, the ``groups`` query heads of each key
-    head, L rows of T queries each. The prefix's keys and values are ``(M, kv_heads, P, d)``,
-    shared by its L rows; each row's own are ``(M, kv_heads, L, S, d)``. ``prefix_bias``
+    q ``(M, kv_heads, groups, L, T, d)``, already scaled by ``d ** -0.5``
+    (:func:`fast_weights`): M prefixes, the ``groups`` query heads of each key head, L rows of
+    T queries each. The prefix's keys and values are ``(M, kv_heads, P, d)``, shared by its L
+    rows; each row's own are ``(M, kv_heads, L, S, d)``. ``prefix_bias``
     ``(M, 1, 1, 1, 1, P)`` and ``own_bias`` ``(M, 1, 1, L, T, S)`` are 0 where a query may look
     and the dtype's lowest value where not. One softmax over a row's P + S keys, in float32,
     as :func:`~agents.tiny.decoder_layers.attention` over the prefix's keys followed by the
@@ -158,8 +211,7 @@ def prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: 
     width = prefix_keys.shape[2]
     device = q.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else q.dtype
-    # Scaled and cast once (autocast would cast it for each product): q is the smaller side.
-    q = (q * d**-0.5).to(dtype)
+    q = q.to(dtype)  # cast once (autocast would cast it for each product): the smaller side
     # All the prefix's queries (every row, every head of a key head) in one product.
     prefix_scores = torch.matmul(q.reshape(m, kv_heads, groups * rows * t, d),
                                  prefix_keys.transpose(-1, -2))

@@ -106,6 +106,12 @@ def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
     return weights
 
 
+def _check_fast(weights: dict[str, torch.Tensor]) -> None:
+    if "model.norm.weight" in weights:
+        raise ValueError("the fast arithmetic reads fast_kernels.fast_weights(weights, config), "
+                         "not stack_weights' layout")
+
+
 @dataclass
 class GroupedCache:
     """Keys and values of every layer, ``(N * B, kv_heads, capacity, head_dim)``, the key mask
@@ -157,19 +163,21 @@ def grouped_forward(
     the T new positions follow the cached ones. ``logits_to_keep`` > 0 keeps only the last
     positions' logits (T' = logits_to_keep), as transformers' argument of that name.
     ``arithmetic``: "reference" (what the copied-prompt path ran, bit for bit) or "fast"
-    (:mod:`agents.tiny.fast_kernels`, the same to float rounding; ``weights`` may be
-    :func:`~agents.tiny.fast_kernels.fold_norms`' then, and the cache's keys and values are
-    strided views).
+    (:mod:`agents.tiny.fast_kernels`, the same logits to float rounding; ``weights`` must then
+    be :func:`~agents.tiny.fast_kernels.fast_weights`', and the cache's keys and values are
+    strided views, each head's dimensions in their order).
     """
     kernels = KERNELS[arithmetic]
     n, b, t = input_ids.shape
     packing = (PromptPacking(attention_mask)
                if kernels.packs and cache is None and logits_to_keep else None)
+    if kernels.fast_weights:
+        _check_fast(weights)
     if packing is None:
-        x, cos, sin = embedded(weights, config, input_ids, position_ids)
+        x, rotation = embedded(weights, config, input_ids, position_ids, kernels)
     else:
-        x, cos, sin = embedded(weights, config, packing.pack(input_ids),
-                               packing.pack(position_ids))
+        x, rotation = embedded(weights, config, packing.pack(input_ids),
+                               packing.pack(position_ids), kernels)
     past = 0 if cache is None else cache.length
     in_place = cache is not None and cache.key_mask.shape[2] >= past + t
     if in_place:
@@ -203,13 +211,13 @@ def grouped_forward(
             v = torch.cat([cache.values[layer][:, :, :past], v], dim=2)
         new_keys.append(k)
         new_values.append(v)
-        attended = attention(q, k, v, bias[:, :, t - q.shape[2] :])
+        attended = attention(q, k, v, bias[:, :, t - q.shape[2] :], kernels.fast_weights)
         if packing is not None and not final:
             return packing.pack_heads(attended)
         return attended.unflatten(0, (n, b)).transpose(2, 3).flatten(3)
 
     last = None if packing is None else partial(packing.last, keep=logits_to_keep)
-    x = decoder(weights, config, x, cos, sin, kernels, attend, last)
+    x = decoder(weights, config, x, rotation, kernels, attend, last)
     if logits_to_keep:
         x = x[:, :, -logits_to_keep:]
     return head(weights, x), GroupedCache(new_keys, new_values, key_mask, past + t)
@@ -233,9 +241,7 @@ class RowCache:
         """Room for ``capacity`` tokens of ``rows`` continuations of each of ``prefixes``
         prefixes per node."""
         kv_heads = config.num_key_value_heads
-        heads = config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        shape = (nodes * prefixes, kv_heads, rows, capacity, head_dim)
+        shape = (nodes * prefixes, kv_heads, rows, capacity, fast_kernels.head_dim(config))
         layers = range(config.num_hidden_layers)
         return cls([torch.zeros(shape, dtype=dtype, device=device) for _ in layers],
                    [torch.zeros(shape, dtype=dtype, device=device) for _ in layers],
@@ -261,7 +267,8 @@ def grouped_prefix_forward(
     (``GroupedCache.select_rows``). Computed with :mod:`agents.tiny.fast_kernels`; the logits
     equal ``grouped_forward``'s on the copied cache to float rounding (tested).
     Differentiable through the prefix's keys and values: a prefix's gradient gathers from all
-    its rows. ``weights`` may be :func:`~agents.tiny.fast_kernels.fold_norms`'.
+    its rows. ``weights`` are :func:`~agents.tiny.fast_kernels.fast_weights`', and ``prefix``
+    is ``grouped_forward(..., arithmetic="fast")``'s cache on them.
 
     With a ``cache`` (:meth:`RowCache.empty`, then the returned one) the T new positions of
     each row follow its cached ones and are written into it in place, under ``no_grad``;
@@ -270,8 +277,9 @@ def grouped_prefix_forward(
     n, g, rows, t = input_ids.shape
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     groups = heads // kv_heads
-    x, cos, sin = embedded(weights, config, input_ids.reshape(n, g * rows, t),
-                            position_ids.reshape(n, g * rows, t))
+    _check_fast(weights)
+    x, rotation = embedded(weights, config, input_ids.reshape(n, g * rows, t),
+                           position_ids.reshape(n, g * rows, t), KERNELS["fast"])
     past = 0 if cache is None else cache.length
     if cache is not None:
         if torch.is_grad_enabled():
@@ -311,6 +319,6 @@ def grouped_prefix_forward(
         attended = attended.reshape(n, g, heads, rows, t, -1).permute(0, 1, 3, 4, 2, 5)
         return attended.reshape(n, g * rows, t, -1)
 
-    x = decoder(weights, config, x, cos, sin, KERNELS["fast"], attend)
+    x = decoder(weights, config, x, rotation, KERNELS["fast"], attend)
     logits = head(weights, x).reshape(n, g, rows, t, -1)
     return logits, RowCache(new_keys, new_values, own_mask, past + t)

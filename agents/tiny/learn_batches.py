@@ -25,7 +25,7 @@ import torch
 
 from agents.encoding import by_length
 from agents.grpo_update import GRPOUpdate
-from agents.tiny.fast_kernels import fold_norms
+from agents.tiny.fast_kernels import fast_weights
 from agents.tiny.grouped_llama import grouped_forward, grouped_prefix_forward
 
 
@@ -174,7 +174,7 @@ class SharedPromptBatch:
     def completion_logits(self, weights: dict[str, torch.Tensor], config: Any) -> torch.Tensor:
         """``(N, R, C, V)``: at ``[i, j, t]`` the logits that predict completion token t."""
         positions = (self.prompt_mask.cumsum(dim=2) - 1).clamp(min=0)
-        weights = fold_norms(weights, config.num_hidden_layers)
+        weights = fast_weights(weights, config)
         last, cache = grouped_forward(weights, config, self.prompt_ids, self.prompt_mask,
                                       positions, logits_to_keep=1, arithmetic="fast")
         nodes = torch.arange(last.shape[0], device=last.device)[:, None]
