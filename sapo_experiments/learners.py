@@ -139,7 +139,7 @@ class TinyLearners:
     node by node, faster)."""
     share_prompts: bool = True
     """The batched swarm's completions read their prompt's keys and values once
-    (``batched_swarm(share_prompts=...)``, 1.34x less CPU a round in float32; BENCHMARKS.md).
+    (``batched_swarm(share_prompts=...)``, 1.37-1.44x less CPU a round in float32; BENCHMARKS.md).
     Its results equal the copied path's to float rounding, not bit for bit: a run follows the
     copied one until a rounding difference flips a sampled token (round 64 of a measured
     100-round run). False
