@@ -395,6 +395,13 @@ class Live(sapo_env.runtime.Callback):
         self.live.append(list(self.env.agents))
         if record.round == self.kill_after:
             ray.kill(self.actor)
+            # ray.kill only asks for the kill: wait until the actor answers no more, or the
+            # next round may still reach it (CI once saw round 2 played by the killed actor).
+            while True:
+                try:
+                    ray.get(self.actor.names.remote())
+                except ray.exceptions.RayActorError:
+                    break
 
 
 @pytest.mark.parametrize("how, deadline", [("killed", None), ("dies_learning", 10.0)])
