@@ -75,9 +75,7 @@ def rotary(positions: torch.Tensor, head_size: int, theta: float, dtype: torch.d
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin ``(N, B, T, 1, head_size)`` for integer positions ``(N, B, T)``, to
     broadcast over heads."""
-    exponents = torch.arange(0, head_size, 2, dtype=torch.int64, device=positions.device).float()
-    inv_freq = 1.0 / (theta ** (exponents / head_size))
-    freqs = positions.float()[..., None] * inv_freq  # (N, B, T, head_size / 2)
+    freqs = fast_kernels.rotary_angles(positions, head_size, theta)
     emb = torch.cat((freqs, freqs), dim=-1)[..., None, :]
     return emb.cos().to(dtype), emb.sin().to(dtype)
 

@@ -92,12 +92,18 @@ def fast_weights(weights: dict[str, torch.Tensor], config: LlamaConfig
     return folded
 
 
-def rotation(positions: torch.Tensor, head_size: int, theta: float) -> torch.Tensor:
-    """Llama's rotary embedding (base ``theta``) of integer ``positions`` ``(N, B, T)`` as unit
-    complex numbers ``(N, B, T, 1, head_size / 2)``, to broadcast over heads in :func:`rotate`."""
+def rotary_angles(positions: torch.Tensor, head_size: int, theta: float) -> torch.Tensor:
+    """Llama's rotary angles (base ``theta``) ``(N, B, T, head_size / 2)`` of integer
+    ``positions`` ``(N, B, T)``: one per pair of dimensions turned together."""
     exponents = torch.arange(0, head_size, 2, dtype=torch.int64, device=positions.device).float()
     inv_freq = 1.0 / (theta ** (exponents / head_size))
-    angles = positions.float()[..., None] * inv_freq
+    return positions.float()[..., None] * inv_freq
+
+
+def rotation(positions: torch.Tensor, head_size: int, theta: float) -> torch.Tensor:
+    """Llama's rotary embedding of integer ``positions`` ``(N, B, T)`` as unit complex numbers
+    ``(N, B, T, 1, head_size / 2)``, to broadcast over heads in :func:`rotate`."""
+    angles = rotary_angles(positions, head_size, theta)
     return torch.polar(torch.ones_like(angles), angles)[..., None, :]
 
 
