@@ -77,7 +77,7 @@ import numpy as np
 from agents.injection import INJECTED_LINE
 from agents.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
 from agents.wrapper import AgentWrapper
-from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, adversary_nodes
+from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, chosen_adversaries
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation
 
@@ -201,13 +201,8 @@ def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
     ``sapo_env.defenses.transport_attacks.adversary_nodes``
     picks them), or the named ``nodes``. Each adversary draws from its own child of
     ``seed``."""
-    if (fraction is None) == (nodes is None):
-        raise ValueError("give either fraction (of the nodes, from the last) or nodes (names)")
     names = list(agents)
-    chosen = adversary_nodes(names, fraction) if fraction is not None else list(nodes)
-    unknown = sorted(set(chosen) - set(names))
-    if unknown:
-        raise ValueError(f"nodes {unknown} are not in the swarm; the nodes are {names}")
+    chosen = chosen_adversaries(names, fraction, nodes)
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     streams = dict(zip(names, seq.spawn(len(names))))
     return {a: AdversarialAgent(agent, attack, streams[a], active) if a in chosen else agent

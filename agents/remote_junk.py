@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from agents.wrapper import AgentWrapper
-from sapo_env.defenses.transport_attacks import adversary_nodes
+from sapo_env.defenses.transport_attacks import chosen_adversaries
 from sapo_env.types import Action, Group, Observation
 
 JUNK: dict[str, Callable[[Action, Sequence[str]], Any]] = {
@@ -118,13 +118,8 @@ def remote_junk_swarm(agents: Mapping[str, Any], fraction: float | None = None,
     picks them), or the named ``nodes``; each acts for the others (its ``for_other_nodes``)
     and starts at its own place in ``JUNK``, spread over it, so that the junk nodes send
     different kinds in the same round and, between them, every kind within a few rounds."""
-    if (fraction is None) == (nodes is None):
-        raise ValueError("give either fraction (of the nodes, from the last) or nodes (names)")
     names = list(agents)
-    chosen = adversary_nodes(names, fraction) if fraction is not None else list(nodes)
-    unknown = sorted(set(chosen) - set(names))
-    if unknown:
-        raise ValueError(f"nodes {unknown} are not in the swarm; the nodes are {names}")
+    chosen = chosen_adversaries(names, fraction, nodes)
     others = [a for a in names if a not in chosen]
     offsets = {a: k * len(JUNK) // len(chosen) for k, a in enumerate(chosen)}
     return {a: RemoteJunkNode(agent, others, offsets[a]) if a in chosen else agent

@@ -16,7 +16,12 @@ from agents.adversarial import AdversarialAgent, adversarial_swarm
 from agents.simulated import SimulatedLearnerConfig, simulated_swarm
 from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.reputation import group_weights, source_reputation
-from sapo_env.defenses.transport_attacks import adversary_nodes, assign, tamper
+from sapo_env.defenses.transport_attacks import (
+    adversary_nodes,
+    assign,
+    chosen_adversaries,
+    tamper,
+)
 from sapo_env.rollouts import group_advantages
 from sapo_env.sampling import sample_uniform, sample_weighted
 from sapo_env.scoring.answers import extract_tag
@@ -47,6 +52,9 @@ def a_group(env_seed=0):
 def test_a_fraction_or_named_nodes_is_one_line():
     assert adversary_nodes(10, 0.3) == ["node_7", "node_8", "node_9"]
     assert adversary_nodes(10, 0.0) == []
+    names = ["a", "b", "c", "d"]
+    assert chosen_adversaries(names, 0.5, None) == ["c", "d"]
+    assert chosen_adversaries(names, None, ["a"]) == ["a"]
     assert assign(4, 0.5, "duplicate_spam") == {"node_2": "duplicate_spam",
                                                 "node_3": "duplicate_spam"}
     env = sapo_env.parallel_env(n=10, adversaries=assign(10, 0.1, "forge_rewards"))
@@ -76,6 +84,10 @@ def test_bad_attack_arguments_raise():
         AdversarialAgent(simulated_swarm(1, seed=0)["node_0"], "bribe")
     with pytest.raises(ValueError, match="either fraction"):
         adversarial_swarm(simulated_swarm(2, seed=0), "garbage")
+    with pytest.raises(ValueError, match="either fraction"):
+        chosen_adversaries(["a"], 0.5, ["a"])
+    with pytest.raises(ValueError, match=r"nodes \['z'\] are not in the swarm"):
+        chosen_adversaries(["a"], None, ["z"])
     with pytest.raises(ValueError, match="min_external_logprob"):
         SimulatedLearnerConfig(min_external_logprob=1.0)
 

@@ -208,6 +208,19 @@ def adversary_nodes(nodes: int | Sequence[str], fraction: float) -> list[str]:
     return names[len(names) - count:] if count else []
 
 
+def chosen_adversaries(names: Sequence[str], fraction: float | None,
+                       nodes: Sequence[str] | None) -> list[str]:
+    """The adversaries among ``names``: :func:`adversary_nodes`' for ``fraction``, or the
+    named ``nodes``; exactly one of the two is given, and every named node is in ``names``."""
+    if (fraction is None) == (nodes is None):
+        raise ValueError("give either fraction (of the nodes, from the last) or nodes (names)")
+    chosen = adversary_nodes(names, fraction) if fraction is not None else list(nodes)
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ValueError(f"nodes {unknown} are not in the swarm; the nodes are {list(names)}")
+    return chosen
+
+
 def assign(nodes: int | Sequence[str], fraction: float, attack: TransportAttack
            ) -> dict[str, TransportAttack]:
     """``SwarmConfig.adversaries`` for a fraction of the nodes (see :func:`adversary_nodes`)."""
