@@ -9,9 +9,11 @@ import pytest
 from sapo_experiments.reproduce import ReproduceConfig
 from sapo_experiments.reproduce.figures import (
     LINE_FROM,
+    MOST_TICKS,
     PASS_AXIS_TOPS,
     held_out_figure,
     held_out_points,
+    labelled_rounds,
     plot_figures,
     trajectory_figure,
 )
@@ -65,6 +67,17 @@ def test_many_held_out_evaluations_are_joined_and_a_high_score_widens_the_axis(t
     assert len(joined) == 2 and all(line.get_linestyle() == "-"
                                     and len(line.get_xdata()) == LINE_FROM for line in joined)
     assert held.get_ylim() == (0, 1.0)
+
+
+def test_a_long_runs_evaluations_are_labelled_few_enough_to_read(tmp_path):
+    assert labelled_rounds([0, 20, 40]) == [0, 20, 40]
+    evaluated = list(range(0, 2001, 100))  # a 2000-round run evaluated every 100 rounds
+    assert labelled_rounds(evaluated) == list(range(0, 2001, 200))
+    assert labelled_rounds(evaluated[1:]) == list(range(200, 2001, 200))  # none before training
+    fig = held_out_figure(config(tmp_path, rounds=2000),
+                          fake_runs(evaluations=21, rounds=2000))
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert len(labels) <= MOST_TICKS and labels[0] == "before\ntraining" and labels[-1] == "2000"
 
 
 def test_one_seed_draws_no_error_bars_and_says_so(tmp_path):

@@ -1,7 +1,7 @@
-"""docs/tiny-reproduce/: every folder that commits its runs' arrays holds one per run of its
-table, and the per-seed cumulative rewards its results.md prints are what those arrays give,
-so a per-seed claim there can be checked from the repository (sparse-signal/ has its own
-test, tests/test_sparse_signal_record.py)."""
+"""docs/tiny-reproduce/ and docs/reproduce/ (the simulated sweep): every folder that commits
+its runs' arrays holds one per run of its table, and the per-seed cumulative rewards its
+results.md prints are what those arrays give, so a per-seed claim there can be checked from
+the repository (sparse-signal/ has its own test, tests/test_sparse_signal_record.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import pytest
 from sapo_experiments.reproduce.config import BY_LABEL
 from sapo_experiments.reproduce.report import cumulative_rewards
 
-FOLDER = Path(__file__).resolve().parents[1] / "docs" / "tiny-reproduce"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+FOLDER = DOCS / "tiny-reproduce"
 SWEEPS = sorted(p.parent for p in FOLDER.glob("*/runs") if p.parent.name != "sparse-signal")
+SWEEPS.append(DOCS / "reproduce")
 
 
 def printed_per_seed(results_md: str) -> dict[str, list[str]]:
@@ -28,8 +30,8 @@ def printed_per_seed(results_md: str) -> dict[str, list[str]]:
 
 
 def test_there_are_sweeps_with_arrays():
-    assert {"eight-seeds-rerun", "lr3e-5", "no-clip", "identical-starts"} <= {
-        s.name for s in SWEEPS}
+    assert {"eight-seeds-rerun", "lr3e-5", "no-clip", "identical-starts", "reproduce"} <= {
+        s.name for s in SWEEPS if (s / "runs").is_dir()}
 
 
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.name)

@@ -22,7 +22,7 @@ in the loss's normaliser, so every step on the rest is longer) and ``4/4 answeri
 questions answered, 4 own + 4 external trained on: sharing without the saved generation).
 
 With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the whole
-sweep took 25 minutes wall on one core of a 2-core VM (CPU time not recorded), and says something
+sweep takes 6.4 minutes wall, 12.3 of CPU, with ``jobs=2`` on a 2-core VM, and says something
 about sampling dynamics, nothing about language models. ``learner="grpo"`` runs ``agents.GRPOAgent``
 language models (GPUs); any agent factory runs your own agents (``sapo_experiments.learners``).
 

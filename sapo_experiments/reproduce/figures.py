@@ -33,6 +33,8 @@ LINE_FROM = 5
 """Evaluations from which the held-out points are joined by a line (fewer: points alone)."""
 PASS_AXIS_TOPS = (0.25, 0.5, 1.0)
 """The held-out axis ends at the first of these that holds the data (it starts at 0)."""
+MOST_TICKS = 11
+"""The most held-out rounds labelled on the axis (a 2000-round run evaluates 21 times)."""
 _KIND_COLOURS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
 
 
@@ -157,6 +159,14 @@ def held_out_points(rs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, n
     return trained, stats[:, 0], stats[:, 1]
 
 
+def labelled_rounds(evaluated: list[int], most: int = MOST_TICKS) -> list[int]:
+    """The evaluated rounds that get a tick label: all of them up to ``most``, else every
+    k-th back from the last, so that the labels of a long run's evaluations do not run
+    together and the run's end is labelled."""
+    step = -(-len(evaluated) // most)
+    return evaluated[::-1][::step][::-1]
+
+
 def held_out_figure(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> Any:
     """Held-out pass@1 at each evaluation (points, CI bars across seeds) and, on its own axis,
     the training reward's moving average; None when no run was evaluated."""
@@ -180,8 +190,9 @@ def held_out_figure(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]
     top = next((t for t in PASS_AXIS_TOPS if upper <= t), 1.0)
     ax.set_ylim(0, top)
     evaluated = sorted({int(v) for _, (x, _, _) in points.items() for v in x})
-    ax.set_xticks(evaluated)
-    ax.set_xticklabels([("before\ntraining" if v == 0 else str(v)) for v in evaluated])
+    ticks = labelled_rounds(evaluated)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([("before\ntraining" if v == 0 else str(v)) for v in ticks])
     ax.set_xlim(-0.08 * max(config.rounds, 1), 1.08 * max(config.rounds, 1))
     ax.set_xlabel("rounds trained")
     ax.set_ylabel(f"held-out pass@1 (axis from 0 to {top:g})")
