@@ -1,10 +1,14 @@
-"""docs/bench-ratio/: its results.md (headroom, leaderboard, verdict) is what its committed run
-arrays give, every line of it, so the leaderboard can be verified from the repository."""
+"""docs/bench-ratio/ (the default scenarios) and docs/bench-ratio/other-scenarios/: each
+results.md (headroom, leaderboard, verdict) is what its committed run arrays give, every line
+of it, so the leaderboard can be verified from the repository."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 from sapo_experiments.bench_ratio.config import BenchConfig
 from sapo_experiments.bench_ratio.report import format_markdown, summarise
@@ -18,12 +22,16 @@ def seed_order(path: Path) -> tuple[str, int]:
     return cell, int(seed)
 
 
-def test_the_committed_leaderboard_is_what_the_committed_arrays_give():
+@pytest.mark.parametrize("folder", [RECORD, RECORD / "other-scenarios"], ids=lambda p: p.name)
+def test_the_committed_leaderboard_is_what_the_committed_arrays_give(folder: Path):
     runs = defaultdict(list)
-    for path in sorted((RECORD / "runs").glob("*.npz"), key=seed_order):
+    for path in sorted((folder / "runs").glob("*.npz"), key=seed_order):
         run = load_run(path)
         runs[(run["meta"]["scenario"], run["meta"]["policy"])].append(run)
-    config = BenchConfig()  # the defaults the record was made with (its summary.json)
-    assert len(runs) == 36 and all(len(rs) == config.seeds for rs in runs.values())
+    scenarios = json.loads((folder / "summary.json").read_text())["settings"]["scenarios"]
+    config = BenchConfig(scenarios=tuple(scenarios))  # otherwise the defaults it was made with
+    assert {scenario for scenario, _ in runs} == set(scenarios)
+    assert len(runs) == 12 * len(scenarios)  # 11 policies and the oracle
+    assert all(len(rs) == config.seeds for rs in runs.values())
     assert format_markdown(*summarise(config, runs), config) == (
-        RECORD / "results.md").read_text()
+        folder / "results.md").read_text()
