@@ -136,6 +136,19 @@ class SwarmConfig:
     gradient and replaces none of them, which still changes a GRPO step: they count in the
     loss's normaliser (``agents.GRPOConfig.count_zero_advantage_groups``), so each step on the
     remaining groups is longer."""
+    rescue: bool = False
+    """Replace each own group of a node's training set in which every completion failed by
+    other nodes' groups on the same question with some but not all completions right (``1 <=
+    k < L`` successes), marked ``local=False, rescue=True`` and carrying their sender's
+    advantages: GRAFT's targeted exchange (arXiv 2609.37868; :mod:`sapo_env.rescue` states
+    the reading). Needs ``shared_questions`` (nodes must answer the same questions) and not
+    ``filter_local`` (which drops all-fail groups before they could be rescued). The agent
+    decides how much each rescue group counts (``agents.GRPOConfig.rescue_gate``). False:
+    the paper's protocol."""
+    rescue_candidates: int | None = 1
+    """With ``rescue``: most peer groups that replace one all-fail group, drawn uniformly from
+    its candidates with the node's sampling stream (None: every candidate). 1: GRAFT's one
+    peer group per prompt, which keeps a training set at ``train_budget`` groups."""
     external_source: ExternalSource = "swarm"
     """Where the J external groups come from: ``"swarm"`` (other nodes' shared groups) or
     ``"self_replay"`` (the node's own groups of earlier rounds inside the pool window: the
@@ -239,9 +252,10 @@ class SwarmConfig:
                 f"from the node's own groups of earlier rounds), got {self.pool_window}"
             )
         self._check_defenses()
+        self._check_rescue()
         object.__setattr__(self, "join_rounds", check_join_rounds(
             self.join_rounds, self.agent_names, self.max_rounds))
-        for name in ("filter_local", "shared_questions", "verify_packets"):
+        for name in ("filter_local", "shared_questions", "verify_packets", "rescue"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.system_prompt, str):
@@ -256,6 +270,19 @@ class SwarmConfig:
                 raise ValueError("max_external_per_source works with external_sampling "
                                  "'uniform' or 'reputation', not a custom sampler (cap "
                                  "inside the sampler instead)")
+
+    def _check_rescue(self) -> None:
+        if self.rescue_candidates is not None:
+            check_int("rescue_candidates", self.rescue_candidates, 1)
+        if self.rescue is not True:
+            return
+        if not self.shared_questions:
+            raise ValueError("rescue=True needs shared_questions=True: a group is rescued by "
+                             "other nodes' groups on the same question, got "
+                             "shared_questions=False")
+        if self.filter_local:
+            raise ValueError("rescue=True and filter_local=True: filter_local drops the own "
+                             "all-fail groups that rescue replaces; set one of them")
 
     def _check_num_external(self) -> None:
         value = self.num_external

@@ -77,7 +77,8 @@ from sapo_env.types import Group
 STATE_FORMAT = 2  # 2: pending nodes' held questions
 STATE_KEYS = ("format", "config", "round", "agents", "seed_sequence", "questions", "drawn",
               "held", "num_external", "sampling_rngs", "pool", "replay", "batches", "last_round")
-_BATCH_COUNTS = ("num_local", "num_external", "local_shortfall", "external_shortfall")
+_BATCH_COUNTS = ("num_local", "num_external", "local_shortfall", "external_shortfall",
+                 "rescued")
 
 
 @dataclass

@@ -102,6 +102,9 @@ class Assembly:
     num_external: int
     local_shortfall: int
     external_shortfall: int
+    rescued: int = 0
+    """Own all-fail groups replaced by other nodes' groups on the same question
+    (``SwarmConfig.rescue``, :mod:`sapo_env.rescue`); ``num_local`` counts the own groups left."""
 
     @property
     def mean_reward(self) -> float | None:

@@ -9,8 +9,8 @@ Two spaces of our own, because a language model may print any character:
 - ``JSONObject`` contains any JSON-serialisable ``dict`` (a task's reasoning-gym config).
 
 A group's space (``GroupSpace``) also admits the optional per-token fields a sender may add
-(``logprobs``, ``token_ids``: :mod:`sapo_env.sender_logprobs`), which no sampled observation
-holds.
+(``logprobs``, ``token_ids``: :mod:`sapo_env.sender_logprobs`) and, in a training set, the
+``rescue`` mark (:mod:`sapo_env.rescue`), which no sampled observation holds.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ class PerTokenArrays(spaces.Space):
 
 class GroupSpace(spaces.Dict):
     """A ``Dict`` of a group's fields that also contains groups carrying the optional
-    ``optional`` fields (``logprobs``, ``token_ids``), each checked by its own space."""
+    ``optional`` fields (``logprobs``, ``token_ids``; ``rescue`` in a batch), each checked by
+    its own space."""
 
     def __init__(self, fields: dict[str, spaces.Space], optional: dict[str, spaces.Space],
                  seed: int | np.random.Generator | None = None):
@@ -194,11 +195,13 @@ def group_space(config: SwarmConfig, in_batch: bool) -> GroupSpace:
         "rewards": spaces.Box(0.0, 1.0, shape=(L,), dtype=np.float32),
         "advantages": spaces.Box(-np.inf, np.inf, shape=(L,), dtype=np.float32),
     }
+    optional: dict[str, spaces.Space] = {}
     if in_batch:
         fields["local"] = spaces.Discrete(2)
+        optional["rescue"] = spaces.Discrete(2)
     tokens = max_completion_tokens(config.max_completion_chars)
     return GroupSpace(fields, {"logprobs": PerTokenArrays(L, tokens, ids=False),
-                               "token_ids": PerTokenArrays(L, tokens, ids=True)})
+                               "token_ids": PerTokenArrays(L, tokens, ids=True), **optional})
 
 
 class ActionMask(spaces.Space):

@@ -42,6 +42,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from functools import partial
 from typing import Any
@@ -62,6 +63,7 @@ from sapo_env.observations import observe
 from sapo_env.one_at_a_time import Busy, one_at_a_time
 from sapo_env.pool import SharedPool
 from sapo_env.render import LastRound, round_table
+from sapo_env.rescue import all_failed, complementarity, rescue_batch, solved_questions
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
 from sapo_env.sampling import (
     Assembly,
@@ -305,8 +307,15 @@ class SwarmEnv(ParallelEnv):
         local = [g for g in own if self._keep(g)] if self.config.filter_local else own
         pool, excluded = self._external_source(agent)
         candidates = pool.candidates_for(excluded)
-        return assemble_batch(agent, local, candidates, self.config.train_budget - num_external,
-                              num_external, self._run.rngs[agent], sampler)
+        assembly = assemble_batch(agent, local, candidates,
+                                  self.config.train_budget - num_external, num_external,
+                                  self._run.rngs[agent], sampler)
+        if not self.config.rescue:
+            return assembly
+        batch, rescued = rescue_batch(agent, assembly.batch, self._run.pool.candidates_for(agent),
+                                      self.config.rescue_candidates, self._run.rngs[agent])
+        return dataclasses.replace(assembly, batch=batch, num_local=assembly.num_local - rescued,
+                                   rescued=rescued)
 
     def _infos(self, groups: dict[str, list[Group]], scores: dict[str, np.ndarray],
                flat: np.ndarray, failures: dict[str, dict[str, int]],
@@ -318,6 +327,7 @@ class SwarmEnv(ParallelEnv):
                         if not g["local"] and g["source"] != a)
         # every group's mean and zero-advantage flag in one call, then sliced per node
         all_means, all_zero = flat.mean(axis=1).tolist(), has_zero_advantage(flat).tolist()
+        solved = solved_questions([g for a in parsed for g in groups[a]])
         infos, row = {}, 0
         for a in parsed:
             end = row + len(scores[a])
@@ -341,6 +351,9 @@ class SwarmEnv(ParallelEnv):
                 "pool_size_filtered": source.count_for(others, filtered=True),
                 "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
+                "all_fail_groups": sum(map(all_failed, groups[a])),
+                "complementarity": complementarity(a, groups[a], solved),
+                "rescued_groups": assemblies[a].rescued,
                 "batch_mean_reward": assemblies[a].mean_reward,
                 "shared_groups": len(shared),
                 "staleness": self.round - (asked := run.held.get(a, self.round)),

@@ -55,6 +55,9 @@ class Group(TypedDict):
     #: only with ``logprobs``, if sent: the ids of those tokens (read-only int32 arrays)
     token_ids: NotRequired[tuple[np.ndarray, ...]]
     local: NotRequired[bool]  #: only inside ``batch``: True for the node's own groups
+    #: only inside ``batch``, only on the groups of another node that replace one of the
+    #: node's own all-fail groups (``SwarmConfig.rescue``): True
+    rescue: NotRequired[bool]
 
 
 class ActionMask(TypedDict):
