@@ -76,8 +76,9 @@ class Row(NamedTuple):
     completion: list[int]
     advantage: float
     #: the sender's log-prob of each completion token (an external group whose token ids
-    #: match), for the off-policy correction; None: ratio 1
+    #: match), for the off-policy correction and the rescue gate; None: ratio 1
     sender_logprobs: np.ndarray | None = None
+    rescue: bool = False  #: of a rescue group (``GRPOConfig.rescue_gate`` applies)
 
 
 @dataclass
@@ -93,6 +94,9 @@ class TrainingSet:
     #: external groups trained with ratio 1 under a correction: no log-probs or token ids
     #: sent, or ids that differ from this agent's encoding
     uncorrected_groups: int = 0
+    rescue_groups: int = 0  #: rescue groups (peers' groups in place of own all-fail ones)
+    #: of those, groups a rescue gate could not weigh: no usable sender log-probs
+    rescue_ungated_groups: int = 0
 
 
 def training_set(
@@ -115,12 +119,8 @@ def training_set(
                 f"group {group.get('id')!r} has {len(completions)} completions but "
                 f"{len(advantages)} advantages"
             )
-        senders: Sequence[np.ndarray | None] = [None] * len(completions)
-        if config.off_policy_correction != "none" and not group.get("local", True):
-            usable = sender_logprobs(group, completions)
-            out.corrected_groups += usable is not None
-            out.uncorrected_groups += usable is None
-            senders = usable or senders
+        senders = _senders(group, completions, config, out)
+        rescue = bool(group.get("rescue", False))
         trained = False
         for completion, done, advantage, sender in zip(completions, ended, advantages, senders):
             out.sequences += 1
@@ -130,10 +130,31 @@ def training_set(
             out.tokens += len(completion)
             # With A = 0 the clipped term is 0 for every ratio; only a KL term can remain.
             if advantage != 0 or config.beta > 0:
-                out.rows.append(Row(prompt, completion, float(advantage), sender))
+                out.rows.append(Row(prompt, completion, float(advantage), sender, rescue))
                 trained = True
         out.groups += trained
     return out
+
+
+def _senders(group: Mapping[str, Any], completions: Sequence[Sequence[int]],
+             config: GRPOConfig, out: TrainingSet) -> Sequence[np.ndarray | None]:
+    """Per completion, the sender's log-probs where a correction or the rescue gate reads
+    them (an external group whose ids match); counts the group in ``out``."""
+    nothing: list[np.ndarray | None] = [None] * len(completions)
+    if group.get("local", True):
+        return nothing
+    correct = config.off_policy_correction != "none"
+    gate = bool(group.get("rescue", False))
+    out.rescue_groups += gate
+    gate = gate and config.rescue_gate != "none"
+    if not (correct or gate):
+        return nothing
+    usable = sender_logprobs(group, completions)
+    if correct:
+        out.corrected_groups += usable is not None
+        out.uncorrected_groups += usable is None
+    out.rescue_ungated_groups += gate and usable is None
+    return usable or nothing
 
 
 def sender_logprobs(group: Mapping[str, Any], completions: Sequence[Sequence[int]]
@@ -161,10 +182,11 @@ class MicroBatch:
     completion_mask: torch.Tensor  # (S, C)
     advantages: torch.Tensor  # (S,)
     completion_width: int  # C
-    #: (S, C) the sender's log-probs of rows that carry them (0 elsewhere), and which rows do
-    #: (S,); both None when no row of the micro-batch does
+    #: (S, C) the sender's log-probs of rows that carry them (0 elsewhere), which rows do
+    #: (S,), and which rows are of rescue groups (S,); all None when no row carries them
     sender_logprobs: torch.Tensor | None = None
     corrected: torch.Tensor | None = None
+    rescue: torch.Tensor | None = None
 
 
 def by_length(rows: Sequence[Row]) -> list[Row]:
@@ -202,11 +224,12 @@ def micro_batches(rows: Sequence[Row], size: int, pad_id: int,
 
 
 def _sender_tensors(rows: Sequence[Row], width: int, device: torch.device
-                    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """``(S, C)`` sender log-probs (0 where none) and ``(S,)`` which rows carry them; None,
-    None when no row does (the plain GRPO step)."""
+                    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """``(S, C)`` sender log-probs (0 where none), ``(S,)`` which rows carry them and
+    ``(S,)`` which rows are of rescue groups; all None when no row carries log-probs (the
+    plain GRPO step)."""
     if all(r.sender_logprobs is None for r in rows):
-        return None, None
+        return None, None, None
     values = torch.zeros((len(rows), width), dtype=torch.float32)
     corrected = torch.zeros(len(rows), dtype=torch.bool)
     for i, row in enumerate(rows):
@@ -214,4 +237,5 @@ def _sender_tensors(rows: Sequence[Row], width: int, device: torch.device
             values[i, : len(row.sender_logprobs)] = torch.from_numpy(
                 np.array(row.sender_logprobs, dtype=np.float32))
             corrected[i] = True
-    return values.to(device), corrected.to(device)
+    rescue = torch.tensor([r.rescue for r in rows], dtype=torch.bool)
+    return values.to(device), corrected.to(device), rescue.to(device)

@@ -20,7 +20,14 @@ from typing import Literal
 
 from agents.loss import NORMALIZATIONS, LossNormalization
 from agents.models import DTYPE_NAMES, DtypeSpec
-from agents.off_policy import CORRECTIONS, OffPolicyCorrection
+from agents.off_policy import (
+    CORRECTIONS,
+    FTIS_STATISTICS,
+    GATES,
+    FTISStatistic,
+    OffPolicyCorrection,
+    RescueGate,
+)
 from sapo_env.validation import check_int
 
 
@@ -112,7 +119,28 @@ class GRPOConfig:
     """g of the F-TIS filter: a negative-advantage external completion is dropped when the
     sender found it more likely than this policy does by more than g nats (the sum over its
     tokens of ``sender_logp - old_logp``; the paper's notes: default 50, tried 5-100, small
-    models preferring small g). Used only by ``"ftis"``."""
+    models preferring small g). Used by ``"ftis"`` with ``ftis_statistic="sum"``."""
+    ftis_statistic: FTISStatistic = "sum"
+    """Which divergence the F-TIS filter compares: ``"sum"`` over the completion's tokens
+    against ``ftis_kl_threshold`` (the reading of F-TIS's per-sequence KL), or ``"mean"`` per
+    token against ``ftis_mean_threshold`` (length-normalised, as TRL's
+    ``off_policy_mask_threshold``). With short completions the summed 50 nats almost never
+    binds (13 tokens need 3.8 nats each); the mean does not depend on length. Whichever is
+    used, the metrics ``off_policy_far_sum`` and ``off_policy_far_mean`` count what each would
+    drop."""
+    ftis_mean_threshold: float = 0.5
+    """The per-token threshold of ``ftis_statistic="mean"``, in nats per token (about TRL's
+    ``off_policy_mask_threshold`` scale)."""
+    rescue_gate: RescueGate = "none"
+    """How much each completion of a rescue group counts (a peer's group put in place of an
+    own all-fail group: ``sapo_env.SwarmConfig.rescue``): ``"none"``, fully (times any
+    ``off_policy_correction`` weight, as every external group); ``"graft"``, times GRAFT's
+    compatibility gate :func:`agents.off_policy.graft_gate` (``rescue_gate_threshold``),
+    which needs the sender's log-probs (``share_logprobs`` on the sending nodes; a group
+    without usable ones is trained ungated, counted in ``rescue_ungated_groups``)."""
+    rescue_gate_threshold: float = 0.8
+    """The gate's cut: a rescue completion whose compatibility (geometric-mean per-token
+    likelihood ratio, receiver to sender) is at or below it gets weight 0 (GRAFT's 0.8)."""
     min_external_logprob: float | None = None
     """Drop an external completion whose mean token log-probability under this node's current
     policy is below this, before the step (None: keep all; own groups are never checked). The
@@ -203,6 +231,13 @@ class GRPOConfig:
              and not isinstance(self.ftis_kl_threshold, bool)
              and abs(self.ftis_kl_threshold) < float("inf"), "ftis_kl_threshold",
              "a finite number")
+        need(self.ftis_statistic in FTIS_STATISTICS, "ftis_statistic",
+             f"one of {FTIS_STATISTICS}")
+        need(self.rescue_gate in GATES, "rescue_gate", f"one of {GATES}")
+        for name in ("ftis_mean_threshold", "rescue_gate_threshold"):
+            value = getattr(self, name)
+            need(isinstance(value, (int, float)) and not isinstance(value, bool)
+                 and 0 <= value < float("inf"), name, "a finite number >= 0")
         need(self.min_external_logprob is None or (
             isinstance(self.min_external_logprob, (int, float))
             and not isinstance(self.min_external_logprob, bool)

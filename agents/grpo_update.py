@@ -31,7 +31,7 @@ import torch
 
 from agents.encoding import MicroBatch, TrainingSet, micro_batches, training_set
 from agents.loss import grpo_loss
-from agents.off_policy import correction_weights
+from agents.off_policy import correction_weights, graft_gate
 from agents.received_logprob import screen_external
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,9 @@ class GRPOUpdate:
         if cfg.off_policy_correction != "none":
             metrics.update(_OFF_POLICY_METRICS, off_policy_groups=float(data.corrected_groups),
                            off_policy_uncorrected_groups=float(data.uncorrected_groups))
+        if data.rescue_groups:
+            metrics.update(_RESCUE_METRICS, rescue_groups=float(data.rescue_groups),
+                           rescue_ungated_groups=float(data.rescue_ungated_groups))
         size = micro_batch_size or cfg.micro_batch_size
         micro = micro_batches(data.rows, size, agent.pad_id, agent.device) if data.rows else []
         return cls(agent, data, micro, metrics, start)
@@ -111,19 +114,36 @@ class GRPOUpdate:
         return out.loss
 
     def _correction(self, mb: MicroBatch, old: torch.Tensor) -> torch.Tensor | None:
-        """The off-policy weights of micro-batch ``mb`` (None: ratio 1 everywhere)."""
+        """The per-token weights of micro-batch ``mb``: the off-policy correction's, times the
+        rescue gate's on rescue rows (None: 1 everywhere)."""
         cfg = self.agent.config
-        if cfg.off_policy_correction == "none" or mb.sender_logprobs is None:
+        if mb.sender_logprobs is None:
             return None
-        c = correction_weights(cfg.off_policy_correction, old, mb.sender_logprobs,
-                               mb.advantages, mb.completion_mask, mb.corrected,
-                               cap=cfg.tis_cap, threshold=cfg.ftis_kl_threshold)
-        m = self.metrics
-        m["off_policy_tokens"] += c.tokens
-        m["off_policy_weight_sum"] += c.weight_sum
-        m["off_policy_truncated_tokens"] += c.truncated
-        m["off_policy_filtered"] += c.filtered
-        return c.weights
+        weights = None
+        if cfg.off_policy_correction != "none":
+            c = correction_weights(
+                cfg.off_policy_correction, old, mb.sender_logprobs, mb.advantages,
+                mb.completion_mask, mb.corrected, cap=cfg.tis_cap,
+                threshold=cfg.ftis_kl_threshold, mean_threshold=cfg.ftis_mean_threshold,
+                statistic=cfg.ftis_statistic)
+            m = self.metrics
+            m["off_policy_tokens"] += c.tokens
+            m["off_policy_weight_sum"] += c.weight_sum
+            m["off_policy_truncated_tokens"] += c.truncated
+            m["off_policy_filtered"] += c.filtered
+            m["off_policy_far_sum"] += c.far_sum
+            m["off_policy_far_mean"] += c.far_mean
+            weights = c.weights
+        gated = mb.rescue & mb.corrected
+        if cfg.rescue_gate == "none" or not bool(gated.any()):
+            return weights
+        gate = torch.where(gated, graft_gate(old, mb.sender_logprobs, mb.completion_mask,
+                                             cfg.rescue_gate_threshold), 1.0)
+        self.metrics["rescue_gated_completions"] += int(gated.sum())
+        self.metrics["rescue_gate_sum"] += float(gate[gated].sum())
+        self.metrics["rescue_gate_zero"] += int((gate[gated] == 0).sum())
+        gate = gate.to(old.dtype)[:, None].expand_as(old)
+        return gate if weights is None else weights * gate
 
     def step(self) -> None:
         """Clip the gradient norm to ``max_grad_norm`` and step the agent's optimizer."""
@@ -151,6 +171,10 @@ class GRPOUpdate:
                 kl=self.sums["kl"] / per_token,
                 grad_norm=self.sums["grad_norm"] / iterations,
             )
+        if "rescue_gate_sum" in metrics:
+            gated, total = metrics.pop("rescue_gated_completions"), metrics.pop("rescue_gate_sum")
+            metrics.update(rescue_gated_completions=gated,
+                           rescue_gate_mean=total / gated if gated else 1.0)
         if "off_policy_tokens" in metrics:
             tokens = metrics.pop("off_policy_tokens")
             total = metrics.pop("off_policy_weight_sum")
@@ -164,4 +188,7 @@ class GRPOUpdate:
 
 # Sums kept while the first iteration runs; finish() turns them into the reported metrics.
 _OFF_POLICY_METRICS = dict.fromkeys(("off_policy_tokens", "off_policy_weight_sum",
-                                     "off_policy_truncated_tokens", "off_policy_filtered"), 0.0)
+                                     "off_policy_truncated_tokens", "off_policy_filtered",
+                                     "off_policy_far_sum", "off_policy_far_mean"), 0.0)
+_RESCUE_METRICS = dict.fromkeys(("rescue_gated_completions", "rescue_gate_sum",
+                                 "rescue_gate_zero"), 0.0)

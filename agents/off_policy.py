@@ -98,6 +98,8 @@ import torch
 
 OffPolicyCorrection = Literal["none", "tis", "ftis"]
 CORRECTIONS: tuple[str, ...] = ("none", "tis", "ftis")
+RescueGate = Literal["none", "graft"]
+GATES: tuple[str, ...] = ("none", "graft")
 
 
 def tis_weights(old_logp: torch.Tensor, sender_logp: torch.Tensor, cap: float) -> torch.Tensor:
@@ -112,26 +114,56 @@ def tis_weights(old_logp: torch.Tensor, sender_logp: torch.Tensor, cap: float) -
         return torch.exp(torch.clamp(log_ratio, max=math.log(cap))).to(old_logp.dtype)
 
 
+FTISStatistic = Literal["sum", "mean"]
+FTIS_STATISTICS: tuple[str, ...] = ("sum", "mean")
+
+
 def sequence_log_ratio(old_logp: torch.Tensor, sender_logp: torch.Tensor,
-                       mask: torch.Tensor) -> torch.Tensor:
-    """``(S,)``: for each completion, ``sum_t (sender_logp - old_logp)`` over its tokens
-    (``mask``), in float64: how much more likely the sender found the completion than the
-    receiver does, in nats; F-TIS's per-sequence divergence as read here (module docstring).
-    Masked positions are ignored even when they hold ``inf`` or ``nan``."""
+                       mask: torch.Tensor, statistic: FTISStatistic = "sum") -> torch.Tensor:
+    """``(S,)``: for each completion, ``sender_logp - old_logp`` over its tokens (``mask``)
+    summed (``"sum"``) or averaged (``"mean"``, 0 for a completion without tokens), in
+    float64: how much more likely the sender found the completion than the receiver does, in
+    nats (per token with ``"mean"``); F-TIS's per-sequence divergence as read here (module
+    docstring), or its length-normalised form, the per-token mean of TRL's
+    ``off_policy_mask_threshold``. Masked positions are ignored even when they hold ``inf``
+    or ``nan``."""
+    if statistic not in FTIS_STATISTICS:
+        raise ValueError(f"statistic must be one of {FTIS_STATISTICS}, got {statistic!r}")
     valid = mask.bool()
     diff = torch.where(valid, sender_logp.double() - old_logp.double(),
                        torch.zeros((), dtype=torch.float64, device=old_logp.device))
-    return diff.sum(dim=1)
+    total = diff.sum(dim=1)
+    if statistic == "sum":
+        return total
+    return total / valid.sum(dim=1).clamp(min=1).to(total.dtype)
 
 
 def ftis_keep(advantages: torch.Tensor, old_logp: torch.Tensor, sender_logp: torch.Tensor,
-              mask: torch.Tensor, threshold: float) -> torch.Tensor:
+              mask: torch.Tensor, threshold: float, statistic: FTISStatistic = "sum"
+              ) -> torch.Tensor:
     """``(S,)`` bool: completions F-TIS keeps. One is dropped when its advantage is negative
-    *and* its :func:`sequence_log_ratio` exceeds ``threshold`` (a far-off-policy completion
-    the receiver would be taught to avoid: the notes on F-TIS blame those for pushing mass onto
-    tokens the model would never write); positive- and zero-advantage ones always stay."""
-    far = sequence_log_ratio(old_logp, sender_logp, mask) > threshold
+    *and* its :func:`sequence_log_ratio` (``statistic``) exceeds ``threshold`` (a
+    far-off-policy completion the receiver would be taught to avoid: the notes on F-TIS blame
+    those for pushing mass onto tokens the model would never write); positive- and
+    zero-advantage ones always stay."""
+    far = sequence_log_ratio(old_logp, sender_logp, mask, statistic) > threshold
     return (advantages >= 0) | ~far.to(advantages.device)
+
+
+def graft_gate(old_logp: torch.Tensor, sender_logp: torch.Tensor, mask: torch.Tensor,
+               threshold: float = 0.8) -> torch.Tensor:
+    """``(S,)`` weights of GRAFT's compatibility gate, as read here: ``w = 1[s > threshold]
+    * min(s, 1)`` with ``s = exp(mean over the completion's tokens of (old_logp -
+    sender_logp))``, the geometric-mean per-token likelihood ratio of receiver to sender.
+    A peer completion this policy finds much less likely than its sender did (s at or below
+    the threshold) is left out; one it finds about as likely counts nearly fully; none
+    counts more than 1. GRAFT (arXiv 2609.37868) gates each peer completion by a
+    sequence-level compatibility score with a 0.8 cut; its exact formula could not be read
+    here, so treat this as one reading. No gradient flows through the weights."""
+    with torch.no_grad():
+        s = torch.exp(-sequence_log_ratio(old_logp, sender_logp, mask, "mean"))
+        return torch.where(s > threshold, s.clamp(max=1.0),
+                           torch.zeros((), dtype=s.dtype, device=s.device)).to(old_logp.dtype)
 
 
 class Correction(NamedTuple):
@@ -142,19 +174,24 @@ class Correction(NamedTuple):
     weight_sum: float  #: sum of their weights
     truncated: int  #: of those, tokens whose raw ratio exceeded the cap
     filtered: int  #: corrected completions the F-TIS filter dropped
+    #: corrected completions with a negative advantage beyond the summed threshold and beyond
+    #: the per-token-mean threshold: what the F-TIS filter drops (or would drop) under each
+    #: statistic, counted whatever ``kind`` is
+    far_sum: int = 0
+    far_mean: int = 0
 
 
-def _none(old, sender, advantages, mask, cap, threshold):
+def _none(old, sender, advantages, mask, cap, threshold, statistic):
     return torch.ones_like(old), torch.ones(old.shape[0], dtype=torch.bool, device=old.device)
 
 
-def _tis(old, sender, advantages, mask, cap, threshold):
+def _tis(old, sender, advantages, mask, cap, threshold, statistic):
     return tis_weights(old, sender, cap), torch.ones(old.shape[0], dtype=torch.bool,
                                                      device=old.device)
 
 
-def _ftis(old, sender, advantages, mask, cap, threshold):
-    keep = ftis_keep(advantages, old, sender, mask, threshold)
+def _ftis(old, sender, advantages, mask, cap, threshold, statistic):
+    keep = ftis_keep(advantages, old, sender, mask, threshold, statistic)
     return tis_weights(old, sender, cap) * keep.to(old.dtype)[:, None], keep
 
 
@@ -165,7 +202,8 @@ _WEIGHTS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
 def correction_weights(
     kind: OffPolicyCorrection, old_logp: torch.Tensor, sender_logp: torch.Tensor,
     advantages: torch.Tensor, mask: torch.Tensor, corrected: torch.Tensor, *,
-    cap: float = 2.0, threshold: float = 50.0,
+    cap: float = 2.0, threshold: float = 50.0, mean_threshold: float = 0.5,
+    statistic: FTISStatistic = "sum",
 ) -> Correction:
     """The weights of correction ``kind`` for a batch of completions.
 
@@ -176,7 +214,9 @@ def correction_weights(
         mask: ``(S, C)`` 1 for completion tokens.
         corrected: ``(S,)`` bool, rows that carry usable sender log-probs; every other row
             gets weight 1 (ratio 1), whatever ``kind``.
-        cap, threshold: ``GRPOConfig.tis_cap`` and ``ftis_kl_threshold``.
+        cap, threshold, mean_threshold, statistic: ``GRPOConfig.tis_cap``,
+            ``ftis_kl_threshold`` (the summed statistic's), ``ftis_mean_threshold`` (the
+            per-token mean's) and ``ftis_statistic`` (which of the two the filter uses).
     """
     if kind not in _WEIGHTS:
         raise ValueError(f"off_policy_correction must be one of {CORRECTIONS}, got {kind!r}")
@@ -185,10 +225,14 @@ def correction_weights(
         zero = torch.zeros((), dtype=old_logp.dtype, device=old_logp.device)
         old = torch.where(valid, old_logp.detach(), zero)
         sender = torch.where(valid, sender_logp.to(old.dtype), zero)
-        weights, keep = _WEIGHTS[kind](old, sender, advantages, mask, cap, threshold)
+        chosen = threshold if statistic == "sum" else mean_threshold
+        weights, keep = _WEIGHTS[kind](old, sender, advantages, mask, cap, chosen, statistic)
         rows = corrected.bool()[:, None] & valid
         weights = torch.where(rows, weights, torch.ones_like(weights))
         truncated = (old - sender > math.log(cap)) & rows if kind != "none" else rows & False
+        far = {s: int((corrected.bool() & ~ftis_keep(advantages, old, sender, mask, t, s)).sum())
+               for s, t in (("sum", threshold), ("mean", mean_threshold))}
         return Correction(
             weights, int(rows.sum()), float(torch.where(rows, weights, zero).sum()),
-            int(truncated.sum()), int((corrected.bool() & ~keep).sum()))
+            int(truncated.sum()), int((corrected.bool() & ~keep).sum()),
+            far["sum"], far["mean"])

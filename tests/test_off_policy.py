@@ -21,6 +21,7 @@ from agents.encoding import training_set  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.loss import grpo_loss  # noqa: E402
 from agents.off_policy import (  # noqa: E402
+    graft_gate,
     correction_weights,
     ftis_keep,
     sequence_log_ratio,
@@ -288,3 +289,96 @@ def test_a_batched_tiny_swarm_shares_the_logprobs_it_sampled_with(tok):
     history = sapo_env.runtime.run(_env(), batched_swarm(_nodes(tok, config)), seed=0,
                                    progress=False)
     assert sum(m["off_policy_groups"] for r in history.learn_metrics for m in r.values()) > 0
+
+
+# --- the length-normalised F-TIS statistic and the rescue gate ---------------------------------
+
+def test_the_mean_statistic_divides_by_the_completion_tokens():
+    old = torch.tensor([[-1.0, -2.0, NAN], [-0.5, -0.5, -0.5], [NAN, NAN, NAN]])
+    sender = torch.tensor([[-3.0, -1.0, 0.0], [-0.5, -0.5, -0.5], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]])
+    assert sequence_log_ratio(old, sender, mask, "mean").tolist() == [-0.5, 0.0, 0.0]
+    with pytest.raises(ValueError, match="statistic"):
+        sequence_log_ratio(old, sender, mask, "max")
+
+
+def test_far_counts_say_what_each_statistic_would_drop():
+    # 10 tokens, sender 0.6 nats a token likelier: sum 6 (under 50), mean 0.6 (over 0.5)
+    old = torch.full((2, 10), -1.6)
+    sender = torch.full((2, 10), -1.0)
+    mask = torch.ones(2, 10)
+    advantages = torch.tensor([-1.0, 1.0])  # only a negative advantage can be dropped
+    corrected = torch.tensor([True, True])
+    by_sum = correction_weights("ftis", old, sender, advantages, mask, corrected)
+    assert (by_sum.filtered, by_sum.far_sum, by_sum.far_mean) == (0, 0, 1)
+    by_mean = correction_weights("ftis", old, sender, advantages, mask, corrected,
+                                 statistic="mean")
+    assert (by_mean.filtered, by_mean.far_sum, by_mean.far_mean) == (1, 0, 1)
+    assert float(by_mean.weights[0].sum()) == 0.0 and float(by_mean.weights[1].min()) > 0
+
+
+def test_graft_gate_keeps_compatible_completions_and_never_weighs_above_one():
+    mask = torch.tensor([[1, 1], [1, 1], [1, 1], [1, 0]])
+    sender = torch.tensor([[-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [-1.0, 0.0]])
+    # receiver minus sender per token: 0, -0.1, +1 and -1 (one token)
+    old = torch.tensor([[-1.0, -1.0], [-1.1, -1.1], [0.0, 0.0], [-2.0, NAN]])
+    w = graft_gate(old, sender, mask, threshold=0.8)
+    assert w.tolist() == pytest.approx([1.0, math.exp(-0.1), 1.0, 0.0])
+    assert graft_gate(old, sender, mask, threshold=0.95).tolist()[1] == 0.0
+
+
+def test_grpo_config_checks_the_rescue_and_ftis_fields():
+    for kwargs, field in [({"rescue_gate": "gate"}, "rescue_gate"),
+                          ({"rescue_gate_threshold": -0.1}, "rescue_gate_threshold"),
+                          ({"ftis_statistic": "max"}, "ftis_statistic"),
+                          ({"ftis_mean_threshold": math.inf}, "ftis_mean_threshold")]:
+        with pytest.raises(ValueError, match=field):
+            GRPOConfig(**kwargs)
+
+
+def test_rescue_groups_get_sender_logprobs_for_the_gate_even_without_a_correction():
+    lp = (np.array([-0.5, -1.0], np.float32), np.array([-2.0], np.float32))
+    sent = (np.array([5, 2], np.int32), np.array([6], np.int32))
+    ids = {"rescue": [[5, 2], [6]], "ext": [[5, 2], [6]], "bare": [[5], [6]]}
+    batch = [_group("rescue", False, rescue=True, logprobs=lp, token_ids=sent),
+             _group("ext", False, logprobs=lp, token_ids=sent),
+             _group("bare", False, rescue=True)]
+    gated = training_set(batch, _encoder(ids), GRPOConfig(rescue_gate="graft", device="cpu"))
+    assert [r.rescue for r in gated.rows] == [True, True, False, False, True, True]
+    assert [r.sender_logprobs is not None for r in gated.rows] == [True, True] + [False] * 4
+    assert (gated.rescue_groups, gated.rescue_ungated_groups) == (2, 1)
+    assert (gated.corrected_groups, gated.uncorrected_groups) == (0, 0)
+    plain = training_set(batch, _encoder(ids), GRPOConfig(device="cpu"))
+    assert all(r.sender_logprobs is None for r in plain.rows) and plain.rescue_groups == 2
+
+
+def _rescue_env(rounds=3):
+    return sapo_env.parallel_env(n=3, completions_per_question=4, train_budget=4,
+                                 num_external=0, max_rounds=rounds, tasks=ARITHMETIC,
+                                 system_prompt="", answer_format=digit_of,
+                                 shared_questions=True, rescue=True)
+
+
+@pytest.mark.parametrize("threshold", [0.0, 2.0])
+def test_tiny_nodes_train_on_rescue_groups_weighed_by_the_gate(tok, threshold):
+    """Three nodes of different weights answer the same questions; every all-fail group with
+    a solved peer group is replaced and the gate weighs the peer completions: all of them
+    count at threshold 0 (weights in (0, 1]), none at 2 (a weight is at most 1)."""
+    config = GRPOConfig(max_new_tokens=5, learning_rate=3e-3, device="cpu", share_logprobs=True,
+                        rescue_gate="graft", rescue_gate_threshold=threshold)
+    nodes = [GRPOAgent(tiny_llama(tok, seed=s), tok, config, seed=i, num_external=0)
+             for i, s in enumerate((10, 11, 12))]
+    history = sapo_env.runtime.run(_rescue_env(), nodes, seed=0, progress=False)
+    rescued = sum(info["rescued_groups"] for r in history.infos for info in r.values())
+    metrics = [m for per_round in history.learn_metrics for m in per_round.values()
+               if m.get("rescue_groups")]
+    assert rescued > 0 and sum(m["rescue_groups"] for m in metrics) == rescued
+    gated = sum(m["rescue_gated_completions"] for m in metrics)
+    # a completion the tokenizer re-encodes otherwise than it was sampled cannot be gated
+    assert gated > 0 and sum(m["rescue_ungated_groups"] for m in metrics) < rescued
+    zero = sum(m["rescue_gate_zero"] for m in metrics)
+    if threshold == 0.0:
+        assert zero == 0 and all(0 < m["rescue_gate_mean"] <= 1 for m in metrics)
+    else:
+        assert zero == gated and all(m["rescue_gate_mean"] == 0 for m in metrics
+                                     if m["rescue_gated_completions"])
