@@ -51,9 +51,20 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "control: 8 questions, own zero-advantage groups dropped (same budget)"),
     Experiment("4/4 answering 8", "4-4-answering-8", 4, {"questions_per_round": 8}, None,
                "control: answers 8 questions, trains on 4 own + 4 external"),
+    Experiment("4/0", "4-0", 0, {"train_budget": 4}, None,
+               "control: answers 4 questions, trains on its 4 groups (4/4's generation and "
+               "steps, without sharing)"),
+    Experiment("8/0 16 completions", "8-0-16-completions", 0,
+               {"completions_per_question": 16}, None,
+               "control: twice the rollouts per question, no sharing"),
+    Experiment("8/0 rescue", "8-0-rescue", 0, {"shared_questions": True, "rescue": True}, None,
+               "every node answers the same 8 questions; an own all-fail group is replaced by "
+               "a peer's group on that question with some successes"),
 )
-"""The paper's four configurations and four controls: the reviewers' two (oversampled +
-filtered, self-replay), filtering at the same budget, and 4/4 without the saved generation."""
+"""The paper's four configurations and seven controls: the reviewers' two (oversampled +
+filtered, self-replay), filtering at the same budget, 4/4 without the saved generation, 4/0
+(4/4's generation and optimizer steps without sharing), twice the rollouts, and rescue of
+all-fail groups (``SwarmConfig.rescue``)."""
 
 PAPER_AND_TWO_CONTROLS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS[:6])
 """What a sweep runs by default: the paper's four configurations and the reviewers' two
