@@ -29,6 +29,10 @@ import numpy as np
 
 CORRECTIONS = ("none", "tis", "ftis")
 """``agents.off_policy.CORRECTIONS``, without importing torch to check a config."""
+GATES = ("none", "graft")
+"""``agents.off_policy.GATES``, likewise."""
+FTIS_STATISTICS = ("sum", "mean")
+"""``agents.off_policy.FTIS_STATISTICS``, likewise."""
 
 AgentFactory = Callable[[Sequence[str], int, np.random.SeedSequence], Sequence[Any]]
 
@@ -132,6 +136,14 @@ class TinyLearners:
     and genrl's), ``"tis"`` or ``"ftis"`` (weights against the sender's log-probs, which
     every node then sends: ``share_logprobs``); see ``agents.off_policy``."""
 
+    ftis_statistic: str = "sum"
+    """``GRPOConfig.ftis_statistic`` of every node, with ``off_policy_correction="ftis"``:
+    ``"sum"`` (50 nats over the completion) or ``"mean"`` (0.5 nats a token)."""
+    rescue_gate: str = "none"
+    """``GRPOConfig.rescue_gate`` of every node: how much the completions of a rescue group
+    count (``SwarmConfig.rescue``); ``"graft"`` needs the sender's log-probs, which every
+    node then sends."""
+
     warm_start_steps: int = 600
     """Most supervised steps of a warm start."""
     batched: bool = True
@@ -157,9 +169,10 @@ class TinyLearners:
     The warm starts are float32 whatever this says."""
 
     def __post_init__(self) -> None:
-        if self.off_policy_correction not in CORRECTIONS:
-            raise ValueError(f"off_policy_correction must be one of {CORRECTIONS}, "
-                             f"got {self.off_policy_correction!r}")
+        for name, allowed in (("off_policy_correction", CORRECTIONS),
+                              ("ftis_statistic", FTIS_STATISTICS), ("rescue_gate", GATES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         sizes = self.hidden_sizes
         if (not isinstance(sizes, (tuple, list)) or not sizes
                 or any(isinstance(h, bool) or not isinstance(h, int) or h < 32 or h % 32
@@ -170,6 +183,12 @@ class TinyLearners:
                              f"common_base=True (specialists of mixed widths would confound "
                              f"task and width)")
         object.__setattr__(self, "hidden_sizes", tuple(sizes))
+
+    @property
+    def shares_logprobs(self) -> bool:
+        """Whether the nodes send their log-probs: an off-policy correction or the rescue
+        gate reads them."""
+        return self.off_policy_correction != "none" or self.rescue_gate != "none"
 
     def node_kinds(self, n: int) -> list[str]:
         """What each of ``n`` nodes is, for reports: its specialty, its width, or "all"."""
@@ -242,7 +261,8 @@ class TinyLearners:
                             max_grad_norm=self.max_grad_norm, gradient_checkpointing=False,
                             torch_threads=self.torch_threads, dtype=self.compute_dtype(),
                             off_policy_correction=self.off_policy_correction,
-                            share_logprobs=self.off_policy_correction != "none")
+                            ftis_statistic=self.ftis_statistic, rescue_gate=self.rescue_gate,
+                            share_logprobs=self.shares_logprobs)
         folders = self.warm_starts(seeds=[seed])  # a common base: this seed's, per width
         agents = tiny_nodes(folders, config, num_external, seed.spawn(len(names)))
         if not self.batched:

@@ -437,3 +437,50 @@ def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, capl
     assert run_files.is_finished(older, "k")  # reused on its key alone
     run_files.run_all(lambda spec: None, [], done=2, jobs=1, progress=False)
     assert "reusing 2 finished run(s) of 2" in caplog.text
+
+
+def test_tiny_rescue_and_the_compute_controls_run_through_the_sweep(
+        tmp_path, request, monkeypatch):
+    """--tiny-rescue-gate and --tiny-ftis-statistic reach every node's GRPOConfig (the gate
+    makes the nodes send log-probs); '8/0 rescue' runs on shared questions and saves each
+    node-round's all-fail groups, complementarity and rescued groups; '4/0' answers 4
+    questions; '8/0 16 completions' generates twice 8/0's completions."""
+    pytest.importorskip("torch")
+    from agents.off_policy import FTIS_STATISTICS, GATES
+    from sapo_experiments import learners
+
+    assert (learners.GATES, learners.FTIS_STATISTICS) == (GATES, FTIS_STATISTICS)
+    with pytest.raises(ValueError, match="rescue_gate must be one of"):
+        learners.TinyLearners(rescue_gate="gate")
+    with pytest.raises(ValueError, match="ftis_statistic must be one of"):
+        learners.TinyLearners(ftis_statistic="max")
+    request.getfixturevalue("one_torch_thread")
+    monkeypatch.setenv("SAPO_ENV_CACHE", str(tmp_path / "cache"))
+    args = rp_cli.build_parser().parse_args(
+        ["--learner", "tiny", "--tiny-common-base", "--tiny-specialties", "basic_arithmetic",
+         "--tiny-target-accuracy", "0.99", "--tiny-rescue-gate", "graft",
+         "--tiny-off-policy", "ftis", "--tiny-ftis-statistic", "mean",
+         "--experiments", "8/0", "4/0", "8/0 16 completions", "8/0 rescue",
+         "--rounds", "2", "--nodes", "3", "--seeds", "1", "--held-out-every", "2",
+         "--held-out-questions", "4", "--jobs", "1", "--no-tensorboard", "--no-plots",
+         "--no-progress", "--out", str(tmp_path / "out"), "--swarm", "completions_per_question=2"])
+    config = rp_cli.config_from_args(args)
+    config = dataclasses.replace(config, tiny=dataclasses.replace(config.tiny,
+                                                                  warm_start_steps=2))
+    node = config.tiny(["a", "b"], 0, rp.seeds_of(config.base_seed, 0)[1])[0]
+    assert (node.config.rescue_gate, node.config.ftis_statistic) == ("graft", "mean")
+    assert node.config.share_logprobs
+    assert not dataclasses.replace(config.tiny, rescue_gate="none",
+                                   off_policy_correction="none").shares_logprobs
+    rescue = config.swarm_config(rp.BY_LABEL["8/0 rescue"])
+    assert rescue.rescue and rescue.shared_questions and rescue.completions_per_question == 2
+    assert config.swarm_config(rp.BY_LABEL["8/0 16 completions"]).completions_per_question == 16
+    result = rp.reproduce(config)
+    generated = {label: runs[0]["generated"].sum() for label, runs in result.runs.items()}
+    assert generated["4/0"] * 2 == generated["8/0"]
+    assert generated["8/0 16 completions"] == 8 * generated["8/0"]  # 16 against 2 completions
+    run = result.runs["8/0 rescue"][0]
+    for key in ("all_fail_groups", "complementarity", "rescued_groups"):
+        assert run[key].shape == (2, 3)
+    assert (run["rescued_groups"] <= run["all_fail_groups"]).all()
+    assert np.isnan(run["complementarity"][run["all_fail_groups"] == 0]).all()

@@ -63,6 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "sender's log-probs (every node then sends them): none (ratio 1, "
                              "the paper's; default), tis (truncated importance sampling), "
                              "ftis (TIS and F-TIS's filter); see agents.off_policy")
+    parser.add_argument("--tiny-ftis-statistic", choices=("sum", "mean"),
+                        default=d.tiny.ftis_statistic,
+                        help="tiny learner, with --tiny-off-policy ftis: the filter's "
+                             "divergence summed over the completion (50 nats; default) or its "
+                             "per-token mean (0.5 nats, length-normalised)")
+    parser.add_argument("--tiny-rescue-gate", choices=("none", "graft"),
+                        default=d.tiny.rescue_gate,
+                        help="tiny learner: weight of the completions of rescue groups (the "
+                             "'8/0 rescue' experiment): none (full weight; default) or graft "
+                             "(GRAFT's compatibility gate against the sender's log-probs)")
     parser.add_argument("--tiny-copied-prompts", action="store_true",
                         help="tiny learner: copy each prompt's keys and values to its "
                              "completions instead of sharing them (slower; repeats bit for bit "
@@ -121,7 +131,8 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
         common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy,
         hidden_sizes=tuple(args.tiny_hidden_sizes),
-        off_policy_correction=args.tiny_off_policy,
+        off_policy_correction=args.tiny_off_policy, ftis_statistic=args.tiny_ftis_statistic,
+        rescue_gate=args.tiny_rescue_gate,
         share_prompts=not args.tiny_copied_prompts)
     swarm = {}
     for item in args.swarm:

@@ -28,8 +28,14 @@ logger = logging.getLogger(__name__)
 
 OFF_POLICY_METRICS = ("off_policy_groups", "off_policy_uncorrected_groups",
                       "off_policy_weight_mean", "off_policy_truncated_fraction",
-                      "off_policy_filtered")
-"""What an off-policy correction did each round (``agents.grpo_update``), saved when on."""
+                      "off_policy_filtered", "off_policy_far_sum", "off_policy_far_mean",
+                      "rescue_groups", "rescue_ungated_groups", "rescue_gated_completions",
+                      "rescue_gate_mean", "rescue_gate_zero")
+"""What an off-policy correction and the rescue gate did each round (``agents.grpo_update``),
+saved when on."""
+RESCUE_INFOS = ("all_fail_groups", "complementarity", "rescued_groups")
+"""Each node-round's all-fail groups, complementarity (NaN in a round without all-fail groups;
+0 unless nodes answer the same questions) and rescued groups (``sapo_env.rescue``)."""
 
 
 @dataclass(kw_only=True)
@@ -159,6 +165,7 @@ def compute(spec: RunSpec) -> RunFile:
         "task_names": np.asarray(sorted(tasks)),
         "task_rewards": np.stack([tasks[t] for t in sorted(tasks)]) if tasks else np.zeros(0),
     }
+    arrays.update({key: metrics.info_array(history, key) for key in RESCUE_INFOS})
     if c.learner == "sim":  # the simulated learner's skills, for the figures and TensorBoard
         for key in ("tag_prob", "expected_quality"):
             arrays[f"learn_{key}"] = metrics.learn_metric(history, key)
