@@ -1,10 +1,12 @@
 """What a round cost, in every record: the GRPO learners' ``generated_tokens`` and
 ``optimizer_steps`` learn metrics (agents.grpo, agents.tiny.batched), on tiny models built in
-memory (CPU, offline, a few seconds)."""
+memory (CPU, offline, a few seconds); the runner's CPU seconds of act and learn per node-round
+(``History.act_cpu_seconds``, ``learn_cpu_seconds``) and their checkpoints."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -15,10 +17,17 @@ pytest.importorskip("transformers")
 from tiny_lm import tiny_llama  # noqa: E402
 
 import sapo_env  # noqa: E402
+import sapo_env.runtime  # noqa: E402
+from agents import RandomAgent  # noqa: E402
 from agents.generation import sampled_token_count  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.simulated import simulated_swarm  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
 from sapo_env import make_observation  # noqa: E402
+from sapo_env.churn import OFFLINE  # noqa: E402
+from sapo_env.runtime import Checkpoint  # noqa: E402
+from sapo_env.runtime import checkpoint as checkpoints  # noqa: E402
+from sapo_env.runtime.metrics import learn_metric  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -52,8 +61,15 @@ def sampled_in(action):
     return sum(len(tokens) for question in action["token_ids"] for tokens in question)
 
 
-def agent_of(tok, config=CONFIG, seed=0):
-    return GRPOAgent(tiny_llama(tok, seed=seed), tok, config, seed=seed)
+def agent_of(tok, config=CONFIG, seed=0, num_external=0):
+    return GRPOAgent(tiny_llama(tok, seed=seed), tok, config, seed=seed,
+                     num_external=num_external)
+
+
+def digit_of(completion):
+    """An answer read off the completion's characters: about one completion in ten of an
+    untrained model is right, so groups carry advantages to learn from."""
+    return str(sum(map(ord, completion)) % 10)
 
 
 def test_sampled_token_count_counts_the_eos_of_rows_that_ended():
@@ -106,3 +122,131 @@ def test_a_batched_swarm_reports_each_nodes_own_tokens_and_steps(tok):
     assert {a: m["generated_tokens"] for a, m in learned.items()} == sampled
     assert {a: m["optimizer_steps"] for a, m in learned.items()} == {
         "node_0": 1.0, "node_1": 0.0, "node_2": 0.0}
+
+
+# --- History: the CPU seconds of act and learn, per node-round ---------------------------------
+
+def busy(seconds):
+    """Spend ``seconds`` of this process's CPU time."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+class Slow:
+    """A scripted node that spends CPU in act and learn (the seconds it is given)."""
+
+    def __init__(self, act=0.0, learn=0.0, offline=()):
+        self.inner, self.act_seconds, self.learn_seconds = RandomAgent(seed=0), act, learn
+        self.offline = offline  # rounds it sits out
+
+    def act(self, observation):
+        busy(self.act_seconds)
+        return OFFLINE if observation["round"] in self.offline else self.inner.act(observation)
+
+    def learn(self, batch):
+        busy(self.learn_seconds)
+        return {}
+
+
+class Records(sapo_env.runtime.Callback):
+    def __init__(self):
+        self.records = []
+
+    def on_round_end(self, record):
+        self.records.append(record)
+
+
+def test_each_nodes_act_and_learn_cpu_seconds_are_in_the_history():
+    env = sapo_env.parallel_env(n=3, max_rounds=3, completions_per_question=2)
+    agents = [Slow(act=0.05), Slow(learn=0.05), Slow()]
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False)
+    act, learn = history.act_cpu_seconds, history.learn_cpu_seconds
+    assert act.shape == learn.shape == (3, 3)
+    assert (act[:, 0] >= 0.05).all() and (learn[:, 1] >= 0.05).all()
+    assert (act[:, 1:] < 0.05).all() and (learn[:, [0, 2]] < 0.05).all()
+    assert not any("cpu" in key for infos in history.infos for info in infos.values()
+                   for key in info)  # a timing: never in infos, which a seed reproduces
+
+
+def test_a_node_that_does_not_play_has_no_learn_seconds():
+    env = sapo_env.parallel_env(n=2, max_rounds=2, completions_per_question=2)
+    agents = [Slow(), Slow(offline={1})]
+    history = sapo_env.runtime.run(env, agents, seed=0, progress=False)
+    assert np.isfinite(history.act_cpu_seconds).all()  # asked to act, it said offline
+    assert np.isnan(history.learn_cpu_seconds[1, 1])
+    assert np.isfinite(np.delete(history.learn_cpu_seconds.ravel(), 3)).all()
+
+
+def test_a_joint_call_is_divided_evenly_over_its_nodes(tok):
+    env = sapo_env.parallel_env(n=3, completions_per_question=4, train_budget=3, max_rounds=3,
+                                tasks=ARITHMETIC, system_prompt="", answer_format=digit_of)
+    agents = batched_swarm([agent_of(tok, seed=10 + i, num_external=1) for i in range(3)])
+    records = Records()
+    history = sapo_env.runtime.run(env, agents, seed=2, progress=False, callbacks=[records])
+    for seconds in (history.act_cpu_seconds, history.learn_cpu_seconds):
+        assert (seconds > 0).all()
+        assert (seconds == seconds[:, :1]).all()  # one call: the same share for every node
+    # the learn metrics of the run: each node's tokens are those of the actions it sent
+    tokens = learn_metric(history, "generated_tokens")
+    steps = learn_metric(history, "optimizer_steps")
+    sent = [[sampled_in(r.actions[a]) for a in history.agents] for r in records.records]
+    assert tokens.tolist() == sent
+    groups = learn_metric(history, "groups")
+    assert steps.tolist() == (groups > 0).astype(float).tolist()  # a step where it trained
+    assert 0 < steps.sum() < steps.size and (tokens > 0).all()
+
+
+def test_a_resumed_run_carries_the_cpu_seconds_of_its_saved_rounds(tmp_path):
+    def run(callbacks=(), checkpoint=None):
+        env = sapo_env.parallel_env(n=3, max_rounds=6, completions_per_question=3)
+        return sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=1), seed=3,
+                                    progress=False, callbacks=callbacks, checkpoint=checkpoint)
+
+    expected = run()
+    checkpoint = Checkpoint(tmp_path / "run.ckpt", every=2)
+    with pytest.raises(Interrupt):
+        run([StopAfter(4)], checkpoint)
+    saved = checkpoints.read(checkpoint.path)["history"]
+    assert saved["act_cpu_seconds"].shape == saved["learn_cpu_seconds"].shape == (4, 3)
+    resumed = run(checkpoint=checkpoint)
+    for key in ("act_cpu_seconds", "learn_cpu_seconds"):
+        assert np.isfinite(getattr(resumed, key)).all()
+        assert (getattr(resumed, key)[:4] == saved[key]).all()
+    for key in ("rewards", "num_external", "generated"):
+        assert getattr(resumed, key).tobytes() == getattr(expected, key).tobytes(), key
+    assert resumed.learn_metrics == expected.learn_metrics
+
+
+def test_a_checkpoint_without_cpu_seconds_resumes_with_nan(tmp_path):
+    """Checkpoints written before the CPU seconds were recorded still resume."""
+    def run(callbacks=(), checkpoint=None):
+        env = sapo_env.parallel_env(n=2, max_rounds=4, completions_per_question=3)
+        return sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=1), seed=3,
+                                    progress=False, callbacks=callbacks, checkpoint=checkpoint)
+
+    expected = run()
+    checkpoint = Checkpoint(tmp_path / "run.ckpt", every=2)
+    with pytest.raises(Interrupt):
+        run([StopAfter(2)], checkpoint)
+    old = checkpoints.read(checkpoint.path)
+    for key in ("act_cpu_seconds", "learn_cpu_seconds"):
+        del old["history"][key]
+    checkpoints.write(checkpoint.path, old)
+    resumed = run(checkpoint=checkpoint)
+    assert np.isnan(resumed.act_cpu_seconds[:2]).all()
+    assert np.isfinite(resumed.act_cpu_seconds[2:]).all()
+    assert resumed.rewards.tobytes() == expected.rewards.tobytes()
+
+
+class Interrupt(Exception):
+    pass
+
+
+class StopAfter(sapo_env.runtime.Callback):
+    def __init__(self, k):
+        self.k = k
+
+    def on_round_end(self, record):
+        if record.round == self.k:
+            raise Interrupt
