@@ -250,3 +250,70 @@ class StopAfter(sapo_env.runtime.Callback):
     def on_round_end(self, record):
         if record.round == self.k:
             raise Interrupt
+
+
+# --- the reproduce report: compute per node-round, only where the run files hold it ----------
+
+def fake_runs(compute: bool, rounds=10, nodes=2, seeds=2):
+    """8/0 and 4/4 run files as a tiny sweep writes them (``compute``: with the arrays of what
+    each node-round cost, as written since they were recorded)."""
+    runs = {}
+    for label, completions in (("8/0", 64), ("4/4", 32)):
+        runs[label] = []
+        for seed in range(seeds):
+            shape = (rounds, nodes)
+            run = {"rewards": np.full(shape, 0.1 * (seed + 1)), "generated":
+                   np.full(shape, completions), "held_out_rounds": np.zeros(0, dtype=np.int64),
+                   "held_out_scores": np.zeros((0, nodes)), "learn_tokens": np.full(shape, 50.0)}
+            if compute:
+                steps = np.ones(shape)
+                steps[0] = 0.0  # nothing to train on in round 0
+                run.update(generated_tokens=np.full(shape, 3.0 * completions),
+                           optimizer_steps=steps, act_cpu_seconds=np.full(shape, 0.002),
+                           learn_cpu_seconds=np.full(shape, 0.001 * (seed + 1)))
+            runs[label].append(run)
+    return runs
+
+
+def report_of(runs):
+    from sapo_experiments.reproduce.config import ReproduceConfig
+    from sapo_experiments.reproduce.report import format_markdown, summarise
+
+    config = ReproduceConfig(learner="tiny", rounds=10, seeds=2, experiments=("8/0", "4/4"))
+    rows = summarise(config, runs)
+    return rows, format_markdown(rows, config, runs)
+
+
+def test_the_report_gives_each_configurations_compute_per_node_round():
+    rows, text = report_of(fake_runs(compute=True))
+    four = rows[1]
+    assert (four.generated, four.generated_tokens, four.trained_tokens) == (32.0, 96.0, 50.0)
+    assert four.optimizer_steps == pytest.approx(0.9)
+    assert four.act_cpu_seconds == pytest.approx(0.002)
+    assert four.learn_cpu_seconds == pytest.approx(0.0015)  # mean over the seeds' node-rounds
+    assert "| 8/0 | 64.0 | 192.0 | 50.0 | 0.90 | 2.0 | 1.5 |" in text
+    assert "| 4/4 | 32.0 | 96.0 | 50.0 | 0.90 | 2.0 | 1.5 |" in text
+
+
+def test_old_run_files_report_as_before():
+    """Run files written before the compute arrays: no compute table, the same table."""
+    rows, text = report_of(fake_runs(compute=False))
+    _, with_compute = report_of(fake_runs(compute=True))
+    assert "Compute per node-round" not in text and "Compute per node-round" in with_compute
+    assert with_compute.startswith(text)  # the same table, the compute section after it
+    assert with_compute[len(text):].startswith("\nCompute per node-round")
+    assert [r.act_cpu_seconds for r in rows] == [None, None]
+    assert [r.optimizer_steps for r in rows] == [None, None]
+    assert [r.trained_tokens for r in rows] == [50.0, 50.0]  # learn_tokens: always saved
+
+
+def test_a_learner_that_reports_no_tokens_shows_a_dash():
+    runs = fake_runs(compute=True)
+    for rs in runs.values():
+        for r in rs:
+            r["generated_tokens"] = np.full(r["rewards"].shape, np.nan)
+            r["optimizer_steps"] = np.full(r["rewards"].shape, np.nan)
+            del r["learn_tokens"]
+    rows, text = report_of(runs)
+    assert np.isnan(rows[0].generated_tokens) and rows[0].trained_tokens is None
+    assert "| 8/0 | 64.0 | – | – | – | 2.0 | 1.5 |" in text
