@@ -224,3 +224,10 @@ def _routing(model: torch.nn.Module, adapter_names: Sequence[str] | None):
     if adapter_names is None:
         return contextlib.nullcontext({})
     return per_row_adapters(model, adapter_names)
+
+
+def sampled_token_count(ids: Sequence[Sequence[int]], max_new_tokens: int) -> int:
+    """Tokens sampled to generate completions ``ids`` (each up to, not including, its EOS):
+    a row shorter than ``max_new_tokens`` ended by sampling an EOS, which counts too; a row
+    of ``max_new_tokens`` was cut there, with no EOS sampled."""
+    return sum(len(row) + (len(row) < max_new_tokens) for row in ids)

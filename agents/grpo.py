@@ -29,7 +29,13 @@ node of a ``sapo_env`` swarm:
     (before clipping), ``tokens`` (completion tokens trained on), ``normalizer`` (the loss's
     denominator), ``truncated`` (completions that did not end), ``groups`` (trained on),
     ``skipped_groups`` (no forward pass), ``rejected_completions`` (external completions that
-    ``min_external_logprob`` dropped, :mod:`agents.received_logprob`) and ``seconds``.
+    ``min_external_logprob`` dropped, :mod:`agents.received_logprob`), ``seconds``, and what
+    the node's round cost: ``generated_tokens`` (completion tokens this agent sampled in its
+    actions since its previous ``learn``, the EOS that ended a completion included: one per
+    decoding step of each completion; an ``act`` inside ``evaluation_scope`` does not count)
+    and ``optimizer_steps`` (optimizer steps this update took: ``num_iterations``, 0 for a
+    batch with nothing to train on, less one for each step skipped for a non-finite
+    gradient).
 ``save(path)`` / ``load(path)``
     weights (or the LoRA adapter), optimizer state and random state: a loaded agent continues
     exactly as the saved one would have. ``save(path, optimizer=False)`` is lighter and not
@@ -84,6 +90,7 @@ from agents.generation import (
     eos_token_ids,
     forward_accepts,
     generate_completions,
+    sampled_token_count,
 )
 from agents.grpo_config import GRPOConfig
 from agents.grpo_update import GRPOUpdate
@@ -182,6 +189,7 @@ class GRPOAgent:
         self.rng = TorchRNG(seed, device)
         self.steps = 0
         self._warned_budget = False
+        self._sampled_tokens = 0  # since the last learn: its generated_tokens
 
         if adapter_name is not None:
             with self.rng.scope():  # adapter init draws random numbers
@@ -248,12 +256,13 @@ class GRPOAgent:
     def evaluation_scope(self) -> Iterator[None]:
         """Inside, ``act`` leaves no trace: the random state is put back afterwards, so
         evaluating in the middle of a run (``sapo_env.runtime.metrics``' held-out evaluation enters
-        this scope) does not change the run."""
-        state = self.rng.state_dict()
+        this scope) does not change the run, nor the next ``learn``'s ``generated_tokens``."""
+        state, sampled = self.rng.state_dict(), self._sampled_tokens
         try:
             yield
         finally:
             self.rng.load_state_dict(state)
+            self._sampled_tokens = sampled
 
     def build_prompts(self, observation: Mapping[str, Any]) -> list[list[int]]:
         """The rows to generate: each question's prompt, L times, in question order."""
@@ -270,7 +279,12 @@ class GRPOAgent:
         With ``share_logprobs``, ``shared`` is each row's sampled tokens (EOS included where
         it ended) and their log-probs; None computes them here
         (:func:`agents.received_logprob.sampled_token_logprobs`), taking a row shorter than
-        ``max_new_tokens`` to have ended with this agent's EOS."""
+        ``max_new_tokens`` to have ended with this agent's EOS.
+
+        Every action is built here, whoever generated its rows (``act``, a LoRA swarm, a
+        batched swarm), so the rows' tokens are counted here toward the next ``learn``'s
+        ``generated_tokens`` (:meth:`take_sampled_tokens`)."""
+        self._sampled_tokens += sampled_token_count(ids, self.config.max_new_tokens)
         copies = int(observation["completions_per_question"])
         texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
 
@@ -291,6 +305,12 @@ class GRPOAgent:
             action["logprobs"] = per_question([list(map(float, lp)) for lp in logprobs])
         return action
 
+    def take_sampled_tokens(self) -> int:
+        """The completion tokens sampled in the actions built since the last call (see
+        ``build_action``), and start counting afresh: ``GRPOUpdate.begin`` takes them as the
+        update's ``generated_tokens``."""
+        sampled, self._sampled_tokens = self._sampled_tokens, 0
+        return sampled
 
     def choose_num_external(self, observation: Mapping[str, Any]) -> int:
         """The fixed J, clamped to [0, train_budget]."""

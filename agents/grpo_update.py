@@ -15,7 +15,9 @@ training set, loss, normaliser, clipping and optimizer step: one GRPO update in 
   the later iterations.
 - :meth:`GRPOUpdate.step` clips the gradient norm and takes the optimizer step (skipped, and
   logged, when the norm is not finite).
-- :meth:`GRPOUpdate.finish` returns the metrics ``learn`` reports.
+- :meth:`GRPOUpdate.finish` returns the metrics ``learn`` reports, among them what the
+  node's round cost: ``generated_tokens`` (taken from the agent at ``begin``: the tokens it
+  sampled since its last update) and ``optimizer_steps`` (the steps ``step`` took).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class GRPOUpdate:
             "truncated": float(data.truncated), "groups": float(data.groups),
             "skipped_groups": float(len(batch) - data.groups), "seconds": 0.0,
             "rejected_completions": float(rejected),
+            "generated_tokens": float(agent.take_sampled_tokens()), "optimizer_steps": 0.0,
         }
         if cfg.off_policy_correction != "none":
             metrics.update(_OFF_POLICY_METRICS, off_policy_groups=float(data.corrected_groups),
@@ -155,6 +158,7 @@ class GRPOUpdate:
         if torch.isfinite(norm):
             agent.optimizer.step()
             agent.steps += 1
+            self.metrics["optimizer_steps"] += 1.0
         else:
             logger.warning("non-finite gradient norm %s; step skipped", float(norm))
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from timings import TIMING_ARRAYS, without_timings_csv, without_timings_md
 
 import sapo_experiments.reproduce as rp
 from sapo_experiments.reproduce import cli as rp_cli
@@ -150,14 +151,23 @@ def test_quick_writes_every_file_and_same_seed_same_table(tmp_path, capsys):
     assert generated == {"8/0": 64, "6/2": 48, "4/4": 32, "2/6": 16,
                          "8/0 oversampled + filtered": 128, "4/4 self-replay": 32}
     assert "quick run" in (first / "results.md").read_text()
+    # what a node-round cost: the simulated learner reports no tokens or steps, the runner
+    # times every node's act and learn
+    with np.load(first / "runs" / "4-4_seed0.npz") as run:
+        assert np.isnan(run["generated_tokens"]).all() and np.isnan(run["optimizer_steps"]).all()
+        assert run["act_cpu_seconds"].shape == run["learn_cpu_seconds"].shape == (8, 3)
+        assert (run["act_cpu_seconds"] >= 0).all() and (run["learn_cpu_seconds"] >= 0).all()
+    assert "| 4/4 | 32.0 | – | – | – | " in (first / "results.md").read_text()
     # runs done again replace their TensorBoard events instead of adding a second file
     rp_cli.main([*TINY, "--jobs", "1", "--no-resume", "--no-plots", "--out", str(first)])
     assert all(len(list(b.glob("events.out.tfevents.*"))) == 1 for b in boards)
 
     # the same sweep in two worker processes: the same table, byte for byte
     rp_cli.main([*TINY, "--jobs", "2", "--no-tensorboard", "--no-plots", "--out", str(second)])
-    assert (first / "results.csv").read_text() == (second / "results.csv").read_text()
-    assert (first / "results.md").read_text() == (second / "results.md").read_text()
+    assert without_timings_csv((first / "results.csv").read_text()) == without_timings_csv(
+        (second / "results.csv").read_text())  # the CPU seconds are timings
+    assert without_timings_md((first / "results.md").read_text()) == without_timings_md(
+        (second / "results.md").read_text())
 
 
 def _row(label, ratio, ci):
@@ -223,7 +233,10 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
     for spec in specs:
         saved, alone = rp.load_run(spec.path), sweep.compute(spec).arrays
         assert set(saved) == {"meta", *alone}
-        for name, array in alone.items():
+        for name, array in alone.items():  # the CPU seconds are timings: their shape alone
+            if name in TIMING_ARRAYS:
+                assert saved[name].shape == array.shape, f"{spec.name}: {name}"
+                continue
             np.testing.assert_array_equal(saved[name], array, err_msg=f"{spec.name}: {name}")
         old_key = {"version": __version__, "seed": spec.seed_index, "protocol": "paper",
                    "experiment": dataclasses.asdict(rp.BY_LABEL[spec.experiment]),
@@ -328,6 +341,13 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     assert run["held_out_task_scores"].shape == (3, 2, 2)
     assert run["held_out_tasks"].tolist() == list(config.tiny.specialties)
     assert run["learn_grad_norm"].shape == run["learn_groups"].shape == (2, 2)
+    # what each node-round cost: at least one token (an EOS) and at most max_new_tokens per
+    # completion generated, a step where the node had something to train on
+    tokens, completions = run["generated_tokens"], run["generated"]
+    assert (completions > 0).all()
+    assert ((tokens >= completions) & (tokens <= completions * config.tiny.max_new_tokens)).all()
+    assert run["optimizer_steps"].tolist() == (run["learn_groups"] > 0).astype(float).tolist()
+    assert (run["act_cpu_seconds"] > 0).all() and (run["learn_cpu_seconds"] > 0).all()
     text = (tmp_path / "out" / "results.md").read_text()
     assert "tiny transformer specialists" in text
     assert "## Per seed" in text and "## What each kind of node knew" in text

@@ -11,6 +11,8 @@ from sapo_experiments.reproduce.figures import (
     LINE_FROM,
     MOST_TICKS,
     PASS_AXIS_TOPS,
+    generated_so_far,
+    generation_figure,
     held_out_figure,
     held_out_points,
     labelled_rounds,
@@ -100,8 +102,43 @@ def test_trajectories_name_each_node_with_its_kind_and_the_seed(tmp_path):
     assert np.linalg.norm(rgb[0] - rgb[2]) < np.linalg.norm(rgb[0] - rgb[1])
 
 
-def test_plot_figures_writes_the_three_files(tmp_path):
+def test_plot_figures_writes_the_four_files(tmp_path):
     files = plot_figures(config(tmp_path), fake_runs(evaluations=2))
     assert [f.name for f in files] == ["figure1_trajectories.png",
-                                       "figure2_moving_average.png", "held_out.png"]
+                                       "figure2_moving_average.png",
+                                       "reward_by_generation.png", "held_out.png"]
     assert all(f.stat().st_size > 0 for f in files)
+
+
+def with_generation(runs, tokens=True):
+    """``runs`` with ``generated`` (8/0: 64 completions a node-round, 4/4: 32) and, with
+    ``tokens``, ``generated_tokens`` (10 a completion), as a tiny sweep's run files hold."""
+    per_round = {"8/0": 64, "4/4": 32}
+    return {label: [{**r, "generated": np.full(r["rewards"].shape, per_round[label]),
+                     **({"generated_tokens": np.full(r["rewards"].shape,
+                                                     10.0 * per_round[label])}
+                        if tokens else {})}
+                    for r in rs] for label, rs in runs.items()}
+
+
+def test_each_arm_is_drawn_against_rounds_and_against_what_a_node_generated(tmp_path):
+    runs = with_generation(fake_runs(evaluations=2, rounds=40))
+    assert generated_so_far(runs["4/4"]).tolist() == [32.0 * (t + 1) for t in range(40)]
+    fig = generation_figure(config(tmp_path), runs)
+    by_round, by_completions, by_tokens = fig.axes
+    assert by_round.get_xlabel() == "round"
+    assert "completions generated per node" in by_completions.get_xlabel()
+    assert "tokens generated per node" in by_tokens.get_xlabel()
+    ends = {line.get_label(): line.get_xdata()[-1] for line in by_completions.lines}
+    assert ends == {"8/0": 64 * 40, "4/4": 32 * 40}  # 4/4 has generated half at round 40
+    assert by_tokens.lines[0].get_xdata()[-1] == 640 * 40
+
+
+def test_runs_without_token_counts_get_no_token_panel(tmp_path):
+    """Older run files, and the simulated learner's NaN, have no tokens to draw against."""
+    runs = with_generation(fake_runs(evaluations=2), tokens=False)
+    assert len(generation_figure(config(tmp_path), runs).axes) == 2
+    runs = with_generation(fake_runs(evaluations=2))
+    runs["4/4"][0]["generated_tokens"] = np.full((40, 8), np.nan)
+    assert generated_so_far(runs["4/4"], "generated_tokens") is None
+    assert len(generation_figure(config(tmp_path), runs).axes) == 2

@@ -259,7 +259,10 @@ class BatchedSwarm:
 
     def learn_jointly(self, batches: Mapping[str, Sequence[Mapping[str, Any]]]
                       ) -> dict[str, dict[str, float]]:
-        """Each node's GRPO update on its batch, the forward passes of all in one call."""
+        """Each node's GRPO update on its batch, the forward passes of all in one call: per
+        node the metrics ``GRPOAgent.learn`` returns, its own ``generated_tokens`` (what it
+        sampled in this swarm's ``act_jointly`` since its last update) and ``optimizer_steps``
+        included."""
         nodes = list(batches)
         agents = self._agents_of(nodes)
         # One micro-batch per node: the nodes' rows are batched across the node axis instead.

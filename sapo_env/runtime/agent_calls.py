@@ -37,6 +37,7 @@ metrics are kept only as names -> numbers. None of it can stop the run or touch 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from types import MappingProxyType
@@ -175,22 +176,29 @@ class AgentCalls:
         return node in self.concurrent or (
             node in self.joint and id(self.joint[node]) in self._remote_joint)
 
-    def act(self, observations: Mapping[str, Observation]) -> dict[str, Action]:
+    def act(self, observations: Mapping[str, Observation],
+            cpu: dict[str, float] | None = None) -> dict[str, Action]:
         """The action of each node of ``observations``: nodes sharing a joint actor act in one
         call, remote nodes and remote joint actors all at once, while the others act. A joint
-        actor's answer counts only for the nodes it was asked for (``_answers``)."""
+        actor's answer counts only for the nodes it was asked for (``_answers``).
+
+        ``cpu``, when given, receives the CPU seconds of this process (``time.process_time``)
+        each call in this process took, by node: a joint actor's call divided evenly over the
+        nodes it acted for, since one batched call cannot be split honestly. Remote nodes get
+        no entry (their CPU is another process's)."""
         joint = self._by_actor(observations)
         remote_joint = {k: (group, actor.submit_act_jointly(group))
                         for k, (actor, group) in joint.items() if k in self._remote_joint}
         pending = {a: self.agents[a].submit_act(o) for a, o in observations.items()
                    if a in self.concurrent and a not in self.joint}  # work while others act
-        actions = {a: unless_failed(a, self.agents[a].act, o, failed=LEAVE)
+        actions = {a: timed(cpu, [a], unless_failed, a, self.agents[a].act, o, failed=LEAVE)
                    for a, o in observations.items() if a not in pending and a not in self.joint}
         calls = [(group, False, actor.act_jointly, group) for k, (actor, group) in joint.items()
                  if k not in remote_joint]
         calls += [(group, True, future.result) for group, future in remote_joint.values()]
         for group, remote, call, *args in calls:
-            acted = unless_failed(", ".join(group), call, *args, failed=None)
+            acted = timed(None if remote else cpu, list(group), unless_failed, ", ".join(group),
+                          call, *args, failed=None)
             actions.update(dict.fromkeys(group, LEAVE) if acted is None
                            else self._answers(group, acted, remote, learned=False))
         actions.update({a: unless_failed(a, future.result, failed=LEAVE)
@@ -215,11 +223,13 @@ class AgentCalls:
                              "action`? Return the node's completions (sapo_env.runtime.Agent), or "
                              "sapo_env.churn.OFFLINE for a node that sits a round out")
 
-    def learn(self, batches: Mapping[str, Sequence[Group]]) -> dict[str, dict[str, float]]:
+    def learn(self, batches: Mapping[str, Sequence[Group]],
+              cpu: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
         """Each node's learn metrics from its batch; remote nodes, and the nodes of each remote
         joint actor in one call, learn at the same time; the nodes of an in-process joint
         learner learn in one call; the other members of an in-process joint actor learn
-        alone. A remote node's metrics are kept only as names -> numbers (``plain_metrics``)."""
+        alone. A remote node's metrics are kept only as names -> numbers (``plain_metrics``).
+        ``cpu``: as in :meth:`act`, for the learn calls made in this process."""
         joint = {k: (actor, group) for k, (actor, group) in self._by_actor(batches).items()
                  if k in self._remote_joint or k in self._joint_learners}
         remote_joint = [(group, actor.submit_learn_jointly(group))
@@ -227,10 +237,10 @@ class AgentCalls:
         grouped = {a for _, group in joint.values() for a in group}
         pending = {a: self.agents[a].submit_learn(b) for a, b in batches.items()
                    if a in self.concurrent and a not in grouped}
-        learned = {a: unless_failed(a, self.agents[a].learn, b, failed=None)
+        learned = {a: timed(cpu, [a], unless_failed, a, self.agents[a].learn, b, failed=None)
                    for a, b in batches.items() if a not in pending and a not in grouped}
-        answers = [(group, False, unless_failed(", ".join(group), actor.learn_jointly, group,
-                                                failed=None))
+        answers = [(group, False, timed(cpu, list(group), unless_failed, ", ".join(group),
+                                        actor.learn_jointly, group, failed=None))
                    for k, (actor, group) in joint.items() if k in self._joint_learners]
         answers += [(group, True, unless_failed(", ".join(group), future.result, failed=None))
                     for group, future in remote_joint]
@@ -360,6 +370,22 @@ def _refusal(node: str, action: Any, num_questions: int, config: Any) -> str | N
         return str(error)
     except Exception as error:  # noqa: BLE001 - whatever a remote node's data raises: refused
         return f"{node}: its action cannot be read ({type(error).__name__}: {error})"[:500]
+
+
+def timed(cpu: dict[str, float] | None, nodes: Sequence[str], call: Any, *args: Any,
+          **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``; when ``cpu`` is a dict, the CPU seconds of this process it
+    took (``time.process_time``) are added to it, divided evenly over ``nodes``, the nodes the
+    call served."""
+    if cpu is None:
+        return call(*args, **kwargs)
+    start = time.process_time()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        share = (time.process_time() - start) / max(len(nodes), 1)
+        for a in nodes:
+            cpu[a] = cpu.get(a, 0.0) + share
 
 
 def unless_failed(node: str, call: Any, *args: Any, failed: Any) -> Any:

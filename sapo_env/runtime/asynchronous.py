@@ -30,6 +30,9 @@ What it changes:
   not cut at the deadline: one cut shared by all would let one node's slow completions cost
   the others their scores.
 - A node whose act raises ``NodeFailure`` (its actor died) leaves, as in synchronous rounds.
+- CPU seconds (``History.act_cpu_seconds``, ``learn_cpu_seconds``) are measured for the nodes
+  that act and learn in this process, as in synchronous rounds; a remote node's are NaN, since
+  its work is another process's and a round holds what finished in it, not what it cost.
 
 Before the first round the run waits for every remote node to be up (``submit_ready``), at
 most ``startup_timeout`` seconds, so that starting an actor (a process, a model load) does not
@@ -78,7 +81,10 @@ class AsyncRounds:
         for a in remote:
             if a not in self.acting:
                 self.acting[a] = agents[a].submit_act(observations[a])
-        actions = self.calls.act({a: observations[a] for a in env.agents if a not in self.acting})
+        act_cpu: dict[str, float] = {}
+        learn_cpu: dict[str, float] = {}
+        actions = self.calls.act({a: observations[a] for a in env.agents if a not in self.acting},
+                                 cpu=act_cpu)
         self._wait_until(began + self.deadline)
         for a in remote:
             if self.acting[a].done():
@@ -90,14 +96,14 @@ class AsyncRounds:
         observations, rewards, _, _, infos = env.step(actions)
         played = online(rewards, infos)
         learned = self.calls.learn({a: observations[a]["batch"] for a in played
-                                    if a not in remote})
+                                    if a not in remote}, cpu=learn_cpu)
         self.learning += [(a, agents[a].submit_learn(observations[a]["batch"]))
                           for a in played if a in remote]
         for a in set(self.acting) - set(env.agents):  # left: what it still sends is dropped
             del self.acting[a]
         learned.update(self._collect(block=False))
         return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
-                           {a: infos[a] for a in played}, learned, refused)
+                           {a: infos[a] for a in played}, learned, refused, act_cpu, learn_cpu)
 
     def finish(self) -> dict[str, dict[str, float]]:
         """Wait for the updates still in flight; their metrics."""

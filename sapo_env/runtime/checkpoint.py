@@ -15,7 +15,10 @@ checkpoint holds everything a run needs to go on as if never stopped:
 - the ``History`` so far.
 
 An interrupted run resumed this way gives the same ``History`` as an uninterrupted one, bit for
-bit when its agents resume exactly (all of the above do). A resumed run checks that it is the
+bit when its agents resume exactly (all of the above do), but for its CPU seconds
+(``act_cpu_seconds``, ``learn_cpu_seconds``), which are timings: the resumed run keeps the
+saved rounds' and measures its own. A checkpoint written before they were recorded resumes with
+NaN for its rounds. A resumed run checks that it is the
 same run: the same env config, ``seed``, and agent and policy classes. Callbacks only watch a
 run, so they may change: each gets the saved state of a callback of its class, if there is one
 (a warning names those that start afresh).
@@ -121,7 +124,7 @@ def check(saved: Any, path: Path, identity: Mapping[str, Any]) -> None:
     if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a sapo-env checkpoint of format {CHECKPOINT_FORMAT}")
     _check_kinds(saved, _CONTENT, str(path))
-    _check_kinds(saved["history"], _HISTORY, f"{path}: its history")
+    _check_kinds(saved["history"], _HISTORY, f"{path}: its history", _HISTORY_TIMINGS)
     for key, value in identity.items():
         if saved["run"].get(key) != value:
             raise ValueError(f"{path} was written by another run: its {key} is "
@@ -209,15 +212,21 @@ _CONTENT = {"format": int, "run": dict, "env": dict, "agents": dict, "ratio_poli
             "callbacks": list, "history": dict}
 _HISTORY = {"rounds": int, "rewards": np.ndarray, "num_external": np.ndarray,
             "generated": np.ndarray, "infos": list, "learn_metrics": list}
+_HISTORY_TIMINGS = {"act_cpu_seconds": np.ndarray, "learn_cpu_seconds": np.ndarray}
+"""History arrays a checkpoint written before they were recorded lacks (resumed as NaN)."""
 
 
-def _check_kinds(content: dict[str, Any], kinds: Mapping[str, type], where: str) -> None:
-    """``ValueError`` unless ``content`` holds exactly the keys of ``kinds``, each value of
-    that type."""
-    if set(content) != set(kinds):
-        raise ValueError(f"{where} must hold {sorted(kinds)}, got {sorted(map(str, content))}")
-    for key, kind in kinds.items():
-        if type(content[key]) is not kind:
+def _check_kinds(content: dict[str, Any], kinds: Mapping[str, type], where: str,
+                 optional: Mapping[str, type] | None = None) -> None:
+    """``ValueError`` unless ``content`` holds the keys of ``kinds``, and of ``optional`` at
+    most, each value of its type."""
+    optional = optional or {}
+    if not set(kinds) <= set(content) <= set(kinds) | set(optional):
+        raise ValueError(f"{where} must hold {sorted(kinds)}"
+                         + (f" (and may hold {sorted(optional)})" if optional else "")
+                         + f", got {sorted(map(str, content))}")
+    for key, kind in {**kinds, **optional}.items():
+        if key in content and type(content[key]) is not kind:
             raise ValueError(f"{where}: {key} must be a {kind.__name__}, got a "
                              f"{type(content[key]).__name__}")
 

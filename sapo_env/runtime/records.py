@@ -47,6 +47,11 @@ class RoundRecord:
     """Remote nodes whose action the env would have refused, with the error: they sat the
     round out, or were removed after ``remove_after_refusals`` such rounds in a row
     (``sapo_env.runtime.agent_calls.Refusals``)."""
+    act_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of this process each node's ``act`` took this round, for the nodes acted
+    for in this process (``AgentCalls.act``'s ``cpu``; a timing, so never in ``infos``)."""
+    learn_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """The same for ``learn`` (``AgentCalls.learn``'s ``cpu``)."""
 
 
 class Callback:
@@ -76,6 +81,21 @@ class History:
     generated: np.ndarray
     infos: list[dict[str, dict[str, Any]]] = field(default_factory=list)
     learn_metrics: list[dict[str, dict[str, float]]] = field(default_factory=list)
+    #: (rounds, n) CPU seconds of the running process that each node's ``act`` took
+    #: (``time.process_time``, every thread of the process); NaN where the node was not asked
+    #: to act or acted elsewhere (a remote node: its CPU is not this process's). Nodes that
+    #: act in one call (a joint actor, e.g. a batched swarm) cannot be told apart: each holds
+    #: the call's time divided evenly over the nodes it acted for. A timing: it differs from
+    #: run to run where every other array is reproducible. None: all NaN.
+    act_cpu_seconds: np.ndarray | None = None
+    #: (rounds, n) the same for ``learn``: NaN where the node did not learn (it did not play
+    #: the round) or learned elsewhere; a joint learner's call divided evenly over its nodes.
+    learn_cpu_seconds: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("act_cpu_seconds", "learn_cpu_seconds"):
+            if getattr(self, key) is None:
+                setattr(self, key, np.full(self.rewards.shape, np.nan))
 
     @property
     def rounds(self) -> int:

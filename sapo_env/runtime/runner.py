@@ -124,6 +124,7 @@ def run(
     num_external = np.full((total, len(names)), -1, dtype=np.int64)
     generated = np.zeros((total, len(names)), dtype=np.int64)
     history = History(names, env.config, rewards, num_external, generated)
+    act_cpu, learn_cpu = history.act_cpu_seconds, history.learn_cpu_seconds
     start = 0 if saved is None else _resume_history(history, saved["history"], checkpoint.path)
     for callback in callbacks:
         callback.on_run_start(env, agents)
@@ -135,6 +136,7 @@ def run(
         if not env.agents:
             history.rewards, history.num_external = rewards[:t], num_external[:t]
             history.generated = generated[:t]
+            history.act_cpu_seconds, history.learn_cpu_seconds = act_cpu[:t], learn_cpu[:t]
             break
         chosen = {a: _chosen_j(a, policies[a], observations[a], env.config.train_budget)
                   for a in env.agents if a in policies}
@@ -147,6 +149,10 @@ def run(
             rewards[t, column[a]] = r
             num_external[t, column[a]] = infos[a]["num_external"]
             generated[t, column[a]] = infos[a]["generated_completions"]
+        for a, seconds in record.act_cpu_seconds.items():
+            act_cpu[t, column[a]] = seconds
+        for a, seconds in record.learn_cpu_seconds.items():
+            learn_cpu[t, column[a]] = seconds
         history.infos.append(infos)
         history.learn_metrics.append(record.learn_metrics)
         for callback in callbacks:
@@ -177,35 +183,45 @@ def play_round(
     ``refusals`` screens the remote nodes' actions and counts refusals across rounds (None:
     a fresh ``Refusals()``, which counts this round only): nothing a remote node sends stops
     the round, it costs at most that node's round. ``agents``: node -> agent, or the
-    ``AgentCalls`` of a run that plays many rounds (``run`` builds it once)."""
+    ``AgentCalls`` of a run that plays many rounds (``run`` builds it once). The CPU seconds
+    the act and learn calls took, by node, are in the record's ``act_cpu_seconds`` and
+    ``learn_cpu_seconds`` (``AgentCalls.act``'s ``cpu``): timings, kept out of ``infos``,
+    which a seeded run reproduces."""
     calls = agents if isinstance(agents, AgentCalls) else AgentCalls(agents)
     round_ = env.round
-    acted = calls.act({a: observations[a] for a in env.agents})
+    act_cpu: dict[str, float] = {}
+    learn_cpu: dict[str, float] = {}
+    acted = calls.act({a: observations[a] for a in env.agents}, cpu=act_cpu)
     calls.require_an_action(round_, acted)
     actions = with_num_external(acted, num_external)
     refused = (refusals or Refusals()).screen(env, calls, observations, actions)
     observations, rewards, _, _, infos = env.step(actions)
     played = online(rewards, infos)
-    learned = calls.learn({a: observations[a]["batch"] for a in played})
+    learned = calls.learn({a: observations[a]["batch"] for a in played}, cpu=learn_cpu)
     return RoundRecord(round_, observations, actions, {a: rewards[a] for a in played},
-                       {a: infos[a] for a in played}, learned, refused)
+                       {a: infos[a] for a in played}, learned, refused, act_cpu, learn_cpu)
+
+
+_ARRAYS = ("rewards", "num_external", "generated", "act_cpu_seconds", "learn_cpu_seconds")
+"""The ``History`` arrays a checkpoint holds (the CPU seconds may be missing from one written
+before they were recorded)."""
 
 
 def _history_so_far(history: History, rounds: int) -> dict[str, Any]:
-    return {"rounds": rounds, "rewards": history.rewards[:rounds].copy(),
-            "num_external": history.num_external[:rounds].copy(),
-            "generated": history.generated[:rounds].copy(), "infos": list(history.infos),
-            "learn_metrics": list(history.learn_metrics)}
+    return {"rounds": rounds, **{key: getattr(history, key)[:rounds].copy() for key in _ARRAYS},
+            "infos": list(history.infos), "learn_metrics": list(history.learn_metrics)}
 
 
 def _resume_history(history: History, saved: Mapping[str, Any], path: Any) -> int:
-    """Fill ``history`` with a checkpoint's rounds; the number of rounds already played."""
+    """Fill ``history`` with a checkpoint's rounds; the number of rounds already played. The
+    CPU seconds of a checkpoint that has none stay NaN."""
     rounds = saved["rounds"]
     if rounds > len(history.rewards):
         raise ValueError(f"{path} holds {rounds} rounds, more than the {len(history.rewards)} "
                          "this run plays")
-    for key in ("rewards", "num_external", "generated"):
-        getattr(history, key)[:rounds] = saved[key]
+    for key in _ARRAYS:
+        if key in saved:
+            getattr(history, key)[:rounds] = saved[key]
     history.infos[:] = saved["infos"]
     history.learn_metrics[:] = saved["learn_metrics"]
     return rounds

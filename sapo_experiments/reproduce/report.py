@@ -87,6 +87,15 @@ class Row:
     final_reward: float  #: moving reward over the last window, mean over seeds
     held_out: float | None  #: held-out pass@1 at the last evaluation, mean over nodes, seeds
     note: str
+    # What a node-round cost beside ``generated``: each the mean over the node-rounds of all
+    # seeds that have a value (NaN: the learner does not report it, as the simulated one does
+    # not report tokens or steps); None where the run files lack the array (written before
+    # it was recorded).
+    generated_tokens: float | None = None  #: completion tokens sampled, EOS included
+    trained_tokens: float | None = None  #: completion tokens trained on (``learn_tokens``)
+    optimizer_steps: float | None = None  #: optimizer steps taken
+    act_cpu_seconds: float | None = None  #: CPU seconds of the node's act
+    learn_cpu_seconds: float | None = None  #: CPU seconds of the node's learn
 
 
 def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
@@ -118,8 +127,25 @@ def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) ->
             generated=float(generated.mean()) / config.rounds,
             reward_per_1k=float(np.mean(1000 * cumulative[label] / generated)),
             final_reward=final, held_out=float(np.mean(held)) if held else None, note=e.note,
+            **{field: per_node_round(rs, key) for field, key in COMPUTE.items()},
         ))
     return rows
+
+
+COMPUTE = {"generated_tokens": "generated_tokens", "trained_tokens": "learn_tokens",
+           "optimizer_steps": "optimizer_steps", "act_cpu_seconds": "act_cpu_seconds",
+           "learn_cpu_seconds": "learn_cpu_seconds"}
+"""``Row`` field -> the run array it is the per-node-round mean of."""
+
+
+def per_node_round(rs: Sequence[dict[str, Any]], key: str) -> float | None:
+    """Mean of run array ``key`` over the node-rounds of every run in ``rs`` that have a value
+    (NaN where none has); None where a run lacks the array."""
+    if not all(key in r for r in rs):
+        return None
+    values = np.concatenate([np.asarray(r[key], dtype=np.float64).ravel() for r in rs])
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if values.size else float("nan")
 
 
 def format_value(value: float | None, ci: float | None = None, digits: int = 1) -> str:
@@ -184,8 +210,36 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
             f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
             f"| {format_value(r.held_out, None, 3)} |")
     lines += ["", verdict(rows, config)]
+    compute = compute_markdown(rows)
     change = change_markdown(runs, smoothing_window(config.rounds)) if runs else ""
-    return "\n".join(lines) + "\n" + ("\n" + change if change else "")
+    return ("\n".join(lines) + "\n" + ("\n" + compute if compute else "")
+            + ("\n" + change if change else ""))
+
+
+def compute_markdown(rows: Sequence[Row]) -> str:
+    """What a node-round cost in each configuration, so that arms can be compared at equal
+    compute, not only per round; empty where no row has its CPU seconds (run files written
+    before they were recorded), so that the tables of those runs read as they always did."""
+    if all(r.act_cpu_seconds is None for r in rows):
+        return ""
+    lines = ["Compute per node-round (one node's act and learn in one round; mean over nodes, "
+             "rounds and seeds): completions and completion tokens it generated (EOS "
+             "included), completion tokens it trained on, optimizer steps it took, and the CPU "
+             "time of its act and learn calls in milliseconds (the run's process; a batched "
+             "swarm's call divided evenly over its nodes; timings, which vary from run to "
+             "run). –: not reported by this learner, or not recorded.", "",
+             "| configuration | completions generated | tokens generated | tokens trained "
+             "| optimizer steps | act CPU ms | learn CPU ms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        ms = [None if v is None else 1000 * v for v in (r.act_cpu_seconds, r.learn_cpu_seconds)]
+        lines.append(
+            f"| {r.experiment} | {format_value(r.generated, None, 1)} "
+            f"| {format_value(r.generated_tokens, None, 1)} "
+            f"| {format_value(r.trained_tokens, None, 1)} "
+            f"| {format_value(r.optimizer_steps, None, 2)} "
+            f"| {format_value(ms[0], None, 1)} | {format_value(ms[1], None, 1)} |")
+    return "\n".join(lines) + "\n"
 
 
 def change_markdown(runs: dict[str, list[dict[str, Any]]], window: int,

@@ -38,6 +38,22 @@ RESCUE_INFOS = ("all_fail_groups", "complementarity", "rescued_groups")
 0 unless nodes answer the same questions) and rescued groups (``sapo_env.rescue``)."""
 
 
+def compute_arrays(history: Any) -> dict[str, np.ndarray]:
+    """What each node-round cost, beside ``generated`` (completions), as a run file saves it,
+    each (rounds, n): ``generated_tokens`` (completion tokens the node sampled, EOS included)
+    and ``optimizer_steps`` (steps its update took), the learn metrics of the GRPO learners,
+    NaN where a learner does not report them (the simulated one) or did not learn;
+    ``act_cpu_seconds`` and ``learn_cpu_seconds`` (``History``'s: CPU seconds of this
+    process, a batched swarm's call divided evenly over its nodes; timings, which differ from
+    run to run). Tokens trained are ``learn_tokens``, saved with the GRPO step's mechanics."""
+    from sapo_env.runtime import metrics
+
+    return {"generated_tokens": metrics.learn_metric(history, "generated_tokens"),
+            "optimizer_steps": metrics.learn_metric(history, "optimizer_steps"),
+            "act_cpu_seconds": history.act_cpu_seconds,
+            "learn_cpu_seconds": history.learn_cpu_seconds}
+
+
 @dataclass(kw_only=True)
 class ReproduceResult(SweepResult):
     config: ReproduceConfig
@@ -154,6 +170,7 @@ def compute(spec: RunSpec) -> RunFile:
         # the reward of what each node trained on, received groups included (genrl's log)
         "batch_rewards": metrics.info_array(history, "batch_mean_reward"),
         "generated": history.generated,
+        **compute_arrays(history),
         "held_out_rounds": np.asarray(held.rounds if held else [], dtype=np.int64),
         "held_out_scores": held.as_array() if held else np.zeros((0, c.n_agents)),
         "held_out_tasks": np.asarray(held.tasks if held else ()),
