@@ -304,8 +304,8 @@ def test_infos_are_complete(small_env):
         "status", "num_external", "generated_completions", "task_scores", "local_groups",
         "external_groups", "local_shortfall", "external_shortfall", "pool_size",
         "pool_size_filtered", "pool_mean_reward_filtered", "zero_advantage_fraction",
-        "all_fail_groups", "complementarity", "rescued_groups", "batch_mean_reward", "shared_groups", "staleness", "stale_unshared",
-        "shared_mean_reward", "taken_by_others",
+        "all_fail_groups", "complementarity", "rescued_groups", "batch_mean_reward",
+        "shared_groups", "staleness", "stale_unshared", "shared_mean_reward", "taken_by_others",
         "scoring_failures",
         "rejected_groups", "rejected_groups_swarm"}
     assert all(0 <= v <= 1 for v in infos["node_0"]["task_scores"].values())

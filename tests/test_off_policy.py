@@ -21,9 +21,9 @@ from agents.encoding import training_set  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.loss import grpo_loss  # noqa: E402
 from agents.off_policy import (  # noqa: E402
-    graft_gate,
     correction_weights,
     ftis_keep,
+    graft_gate,
     sequence_log_ratio,
     tis_weights,
 )
