@@ -149,8 +149,9 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
     configuration (``change_markdown``), where the runs were evaluated before round 0."""
     tiny = config.tiny
     autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
+    tasks = ("basic_arithmetic",) if tiny.partial_specialists else tiny.specialties
     learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
-               "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tiny.specialties)}, "
+               "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tasks)}, "
                        f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
         config.learner if isinstance(config.learner, str) else "",
         f"agents of {describe(config.agent_factory())}")
@@ -232,8 +233,15 @@ def change_markdown(runs: dict[str, list[dict[str, Any]]], window: int,
 
 def tiny_kind(tiny: Any) -> str:
     """What a swarm of tiny learners is, in words."""
+    if tiny.partial_specialists:
+        return (f"partial specialists on basic_arithmetic ({' / '.join(tiny.partial_specialists)}"
+                f" only, a base per part and seed, warm-start target {tiny.target_accuracy:g})")
     if not tiny.common_base:
         return "specialists"
+    if tiny.strong_nodes:
+        return (f"nodes from a common base per seed (warm-start target {tiny.target_accuracy:g};"
+                f" {tiny.strong_nodes} strong, its base trained on to "
+                f"{tiny.strong_target_accuracy:g})")
     widths = " / ".join(str(h) for h in tiny.hidden_sizes)
     return (f"nodes from a common base per seed (warm-start target {tiny.target_accuracy:g}"
             + (f", widths {widths}" if len(tiny.hidden_sizes) > 1 else "")
