@@ -153,8 +153,8 @@ class TinyLearners:
     """Operators of basic_arithmetic (of ``OPERATORS``), one per kind of partial specialist,
     dealt round-robin: node ``i`` is warm-started on ``SPECIALIST_TASKS["basic_arithmetic"]``
     with ``partial_specialists[i % k]`` as its only operator, and the swarm's one task is
-    basic_arithmetic with all of them (``specialties`` does not apply: leave it at its
-    default or ``("basic_arithmetic",)``). Each base is evaluated on its part and on the whole
+    basic_arithmetic with all of them (``specialties`` becomes ``("basic_arithmetic",)``:
+    leave it at its default or give that). Each base is evaluated on its part and on the whole
     mix (its report's accuracies ``basic_arithmetic (+)`` and ``basic_arithmetic (+ -)``).
     Two or more distinct operators, one width, no ``common_base``; empty: off."""
     strong_nodes: int = 0
@@ -233,6 +233,7 @@ class TinyLearners:
             raise ValueError(f"specialties does not apply to partial_specialists (their task "
                              f"is basic_arithmetic): leave it at {DEFAULT_SPECIALTIES}, got "
                              f"{tuple(self.specialties)}")
+        object.__setattr__(self, "specialties", ("basic_arithmetic",))  # what the swarm asks
 
     def _check_strong_nodes(self) -> None:
         strong, target = self.strong_nodes, self.strong_target_accuracy

@@ -102,9 +102,11 @@ def test_regime_settings_are_checked_on_construction(settings, field):
         TinyLearners(**settings)
 
 
-def test_partial_specialists_both_orders_of_specialties_are_accepted():
-    assert TinyLearners(partial_specialists=["+", "-"],
-                        specialties=("basic_arithmetic",)).partial_specialists == ("+", "-")
+def test_partial_specialists_ask_basic_arithmetic_alone():
+    for specialties in (TinyLearners.specialties, ("basic_arithmetic",)):
+        tiny = TinyLearners(partial_specialists=["+", "-"], specialties=specialties)
+        assert tiny.partial_specialists == ("+", "-")
+        assert tiny.specialties == ("basic_arithmetic",)  # what the swarm is asked
 
 
 def test_a_swarm_needs_a_node_per_part_and_a_weak_node():

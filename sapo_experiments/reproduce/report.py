@@ -149,9 +149,8 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
     configuration (``change_markdown``), where the runs were evaluated before round 0."""
     tiny = config.tiny
     autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
-    tasks = ("basic_arithmetic",) if tiny.partial_specialists else tiny.specialties
     learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
-               "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tasks)}, "
+               "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tiny.specialties)}, "
                        f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
         config.learner if isinstance(config.learner, str) else "",
         f"agents of {describe(config.agent_factory())}")
