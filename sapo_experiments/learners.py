@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,10 @@ GATES = ("none", "graft")
 """``agents.off_policy.GATES``, likewise."""
 FTIS_STATISTICS = ("sum", "mean")
 """``agents.off_policy.FTIS_STATISTICS``, likewise."""
+
+OPERATORS = ("+", "-", "*", "/")
+"""The operators of reasoning-gym's basic_arithmetic (``BasicArithmeticDatasetConfig.operators``,
+each question's operator drawn uniformly from those given)."""
 
 AgentFactory = Callable[[Sequence[str], int, np.random.SeedSequence], Sequence[Any]]
 
@@ -93,7 +97,8 @@ class GRPOLearners:
 class TinyLearners:
     """Tiny GRPO nodes (``agents.tiny``, ~1M parameters, on a CPU), as one batched swarm.
 
-    Two kinds of swarm, both asked questions of every specialty (:meth:`swarm_settings`):
+    Four kinds of swarm, each asked every question its nodes were warm-started on
+    (:meth:`swarm_settings`):
 
     - Specialists (the default): node ``i`` is warm-started on ``specialties[i % k]`` alone
       (a supervised warm start to ``target_accuracy`` on that task, cached on disk), the same
@@ -108,6 +113,23 @@ class TinyLearners:
       in their start, not only in their sampling. With a low target on a binary-reward task
       many of a node's own groups are all wrong, and another node's rare success is text the
       node could have written: the sparse-signal regime where sharing could pay.
+    - Partial specialists on one task (``partial_specialists=("+", "-")``): node ``i`` is
+      warm-started on basic_arithmetic with ``partial_specialists[i % k]`` as its only
+      operator, to ``target_accuracy`` on that part, and the swarm is asked basic_arithmetic
+      with all of them: a ``+`` node meets ``-`` questions it fails and a ``-`` peer solves,
+      in the same answer format, and its peers' right answers are text of its own task. Each
+      seed has its own bases, one per part, trained from the seed's warm-start seed.
+    - One stronger peer (``common_base=True, strong_nodes=1, strong_target_accuracy=0.5``):
+      a common base per seed, with nodes ``0 .. strong_nodes - 1`` starting from the same
+      warm start trained further, to ``strong_target_accuracy``. Training is deterministic
+      and stops at the first evaluation at or above the target, so the strong base is the
+      weak one's training run continued: the two differ in stage only.
+
+    Example::
+
+        TinyLearners(partial_specialists=("+", "-"), target_accuracy=0.3)
+        TinyLearners(common_base=True, target_accuracy=0.1, strong_nodes=1,
+                     strong_target_accuracy=0.5)
     """
 
     specialties: tuple[str, ...] = ("basic_arithmetic", "spell_backward")
@@ -130,6 +152,22 @@ class TinyLearners:
     ``agents.tiny.TinyModelConfig``). Two or more make a swarm of mixed capacity, which needs
     ``common_base``: each width is warm-started on its own, from the seed's warm-start seed,
     to ``target_accuracy`` within ``warm_start_steps`` (a narrow model may stop short)."""
+
+    partial_specialists: tuple[str, ...] = ()
+    """Operators of basic_arithmetic (of ``OPERATORS``), one per kind of partial specialist,
+    dealt round-robin: node ``i`` is warm-started on ``SPECIALIST_TASKS["basic_arithmetic"]``
+    with ``partial_specialists[i % k]`` as its only operator, and the swarm's one task is
+    basic_arithmetic with all of them (``specialties`` becomes ``("basic_arithmetic",)``:
+    leave it at its default or give that). Each base is evaluated on its part and on the whole
+    mix (its report's accuracies ``basic_arithmetic (+)`` and ``basic_arithmetic (+ -)``).
+    Two or more distinct operators, one width, no ``common_base``; empty: off."""
+    strong_nodes: int = 0
+    """With ``common_base`` (and one width): nodes ``0 .. strong_nodes - 1`` start from the
+    seed's base trained on to ``strong_target_accuracy``, the others from it at
+    ``target_accuracy``; at least one node of a swarm must be weak. 0: off."""
+    strong_target_accuracy: float | None = None
+    """The strong nodes' warm-start target, above ``target_accuracy`` and at most 1; given
+    exactly when ``strong_nodes`` is."""
 
     off_policy_correction: str = "none"
     """``GRPOConfig.off_policy_correction`` of every node: ``"none"`` (ratio 1, the paper's
@@ -178,6 +216,8 @@ class TinyLearners:
                 or any(isinstance(h, bool) or not isinstance(h, int) or h < 32 or h % 32
                        for h in sizes) or len(set(sizes)) != len(sizes)):
             raise ValueError(f"hidden_sizes must be distinct multiples of 32, got {sizes!r}")
+        self._check_partial_specialists()
+        self._check_strong_nodes()
         if len(sizes) > 1 and not self.common_base:
             raise ValueError(f"hidden_sizes {tuple(sizes)} mixes widths, which needs "
                              f"common_base=True (specialists of mixed widths would confound "
@@ -190,8 +230,74 @@ class TinyLearners:
         gate reads them."""
         return self.off_policy_correction != "none" or self.rescue_gate != "none"
 
+    def _check_partial_specialists(self) -> None:
+        parts = self.partial_specialists
+        if isinstance(parts, str) or not isinstance(parts, (tuple, list)):
+            raise ValueError(f"partial_specialists must be a tuple of operators of "
+                             f"{OPERATORS}, got {parts!r}")
+        object.__setattr__(self, "partial_specialists", tuple(parts))
+        if not parts:
+            return
+        if len(parts) < 2 or len(set(parts)) != len(parts) or any(
+                p not in OPERATORS for p in parts):
+            raise ValueError(f"partial_specialists must be two or more distinct operators of "
+                             f"{OPERATORS}, got {tuple(parts)!r}")
+        if self.common_base:
+            raise ValueError(f"partial_specialists {tuple(parts)} trains a base per part and "
+                             f"seed of its own: common_base must be False, got True")
+        if len(self.hidden_sizes) > 1:
+            raise ValueError(f"partial_specialists takes one width, got hidden_sizes "
+                             f"{tuple(self.hidden_sizes)}")
+        if tuple(self.specialties) not in (DEFAULT_SPECIALTIES, ("basic_arithmetic",)):
+            raise ValueError(f"specialties does not apply to partial_specialists (their task "
+                             f"is basic_arithmetic): leave it at {DEFAULT_SPECIALTIES}, got "
+                             f"{tuple(self.specialties)}")
+        object.__setattr__(self, "specialties", ("basic_arithmetic",))  # what the swarm asks
+
+    def _check_strong_nodes(self) -> None:
+        strong, target = self.strong_nodes, self.strong_target_accuracy
+        if isinstance(strong, bool) or not isinstance(strong, int) or strong < 0:
+            raise ValueError(f"strong_nodes must be an int >= 0, got {strong!r}")
+        if not strong:
+            if target is not None:
+                raise ValueError(f"strong_target_accuracy ({target!r}) needs strong_nodes > 0, "
+                                 f"got strong_nodes=0")
+            return
+        if not self.common_base or len(self.hidden_sizes) > 1:
+            raise ValueError(f"strong_nodes ({strong}) needs common_base=True and one width, "
+                             f"got common_base={self.common_base}, hidden_sizes "
+                             f"{tuple(self.hidden_sizes)}")
+        if (isinstance(target, bool) or not isinstance(target, (int, float))
+                or not self.target_accuracy < target <= 1):
+            raise ValueError(f"strong_target_accuracy must be a number above target_accuracy "
+                             f"({self.target_accuracy:g}) and at most 1 with strong_nodes "
+                             f"({strong}), got {target!r}")
+
+    def check_swarm_size(self, n: int) -> None:
+        """``ValueError`` unless a swarm of ``n`` nodes has every kind these settings deal: a
+        node per partial specialist, and a weak node beside the strong ones."""
+        parts = self.partial_specialists
+        if parts and n < len(parts):
+            raise ValueError(f"a swarm of partial_specialists {parts} needs a node per part: "
+                             f"n_agents must be >= {len(parts)}, got {n}")
+        if self.strong_nodes >= n:
+            raise ValueError(f"strong_nodes ({self.strong_nodes}) must be below the number of "
+                             f"nodes ({n}), so that weak nodes learn beside the strong")
+
+    def per_seed(self) -> bool:
+        """Whether each run seed has its own warm starts (a common base, partial specialists)
+        rather than one set for every seed (specialists)."""
+        return self.common_base or bool(self.partial_specialists)
+
     def node_kinds(self, n: int) -> list[str]:
-        """What each of ``n`` nodes is, for reports: its specialty, its width, or "all"."""
+        """What each of ``n`` nodes is, for reports: its specialty, its width, "all" (a common
+        base), its part (``"+ only"``), or "strong" / "weak"."""
+        self.check_swarm_size(n)
+        if self.partial_specialists:
+            parts = self.partial_specialists
+            return [f"{parts[i % len(parts)]} only" for i in range(n)]
+        if self.strong_nodes:
+            return ["strong" if i < self.strong_nodes else "weak" for i in range(n)]
         if len(self.hidden_sizes) > 1:
             return [f"width {self.hidden_sizes[i % len(self.hidden_sizes)]}" for i in range(n)]
         if self.common_base:
@@ -216,7 +322,10 @@ class TinyLearners:
 
     def warm_start_configs(self, seeds: Sequence[np.random.SeedSequence] = ()) -> list[Any]:
         """The warm starts: one per specialty, or with ``common_base`` one per run seed of
-        ``seeds`` (the agent seeds the factory is called with) and width, width by width."""
+        ``seeds`` (the agent seeds the factory is called with) and width, width by width;
+        with ``strong_nodes`` a seed's weak base and then its strong one (the same config but
+        for ``target_accuracy``); with ``partial_specialists`` a seed's base per part, in
+        their order."""
         from agents.tiny.config import SPECIALIST_TASKS, TinyModelConfig, WarmStartConfig
 
         unknown = [s for s in self.specialties if s not in SPECIALIST_TASKS]
@@ -229,9 +338,19 @@ class TinyLearners:
         # at 128 this is TinyModelConfig()'s default shape
         models = [TinyModelConfig(hidden_size=h, num_heads=h // 32, num_kv_heads=h // 32,
                                   intermediate_size=3 * h) for h in self.hidden_sizes]
+        if self.partial_specialists:
+            whole = arithmetic_with(self.partial_specialists)
+            return [WarmStartConfig(tasks=[part], seed=base_seed(s), model=models[0],
+                                    **{**settings, "eval_tasks": [part, whole],
+                                       "eval_labels": (_label(part), _label(whole))})
+                    for s in seeds for part in map(arithmetic_with, self.partial_specialists)]
         if self.common_base:
-            return [WarmStartConfig(tasks=every, seed=base_seed(s), model=m, **settings)
-                    for s in seeds for m in models]
+            bases = [WarmStartConfig(tasks=every, seed=base_seed(s), model=m, **settings)
+                     for s in seeds for m in models]
+            if not self.strong_nodes:
+                return bases
+            return [c for b in bases
+                    for c in (b, replace(b, target_accuracy=self.strong_target_accuracy))]
         # specialists have one width (checked on construction)
         return [WarmStartConfig(tasks=[task], model=models[0], **settings) for task in every]
 
@@ -247,7 +366,8 @@ class TinyLearners:
         system prompt the tiny models were warm-started with (JSON data, as run names)."""
         from agents.tiny.config import SPECIALIST_TASKS
 
-        tasks = [SPECIALIST_TASKS[s] for s in self.specialties]
+        tasks = ([arithmetic_with(self.partial_specialists)] if self.partial_specialists
+                 else [SPECIALIST_TASKS[s] for s in self.specialties])
         return {"tasks": [[t.name, t.weight, dict(t.config)] for t in tasks],
                 "system_prompt": ""}
 
@@ -263,15 +383,43 @@ class TinyLearners:
                             off_policy_correction=self.off_policy_correction,
                             ftis_statistic=self.ftis_statistic, rescue_gate=self.rescue_gate,
                             share_logprobs=self.shares_logprobs)
-        folders = self.warm_starts(seeds=[seed])  # a common base: this seed's, per width
-        agents = tiny_nodes(folders, config, num_external, seed.spawn(len(names)))
+        self.check_swarm_size(len(names))
+        folders = self.warm_starts(seeds=[seed])  # per seed: this seed's, per width or part
+        agents = tiny_nodes(self._node_folders(folders, len(names)), config, num_external,
+                            seed.spawn(len(names)))
         if not self.batched:
             return agents
-        widths = len(folders) if self.common_base else 1  # node i has width i % widths
+        widths = len(self.hidden_sizes)  # node i has width i % widths
         for w in range(widths):  # one batched swarm per model shape
             batched_swarm(agents[w::widths], list(names)[w::widths],
                           share_prompts=self.share_prompts)
         return agents
+
+    def _node_folders(self, folders: list[Path], n: int) -> list[Path]:
+        """One run's warm starts (:meth:`warm_starts` for its seed) as ``tiny_nodes`` deals
+        them round-robin: with ``strong_nodes``, one per node, the strong first."""
+        if not self.strong_nodes:
+            return folders
+        weak, strong = folders
+        return [strong if i < self.strong_nodes else weak for i in range(n)]
+
+DEFAULT_SPECIALTIES = TinyLearners.specialties
+
+
+def arithmetic_with(operators: Sequence[str]) -> Any:
+    """``SPECIALIST_TASKS["basic_arithmetic"]`` (two one-digit terms) with only these
+    operators (a ``TaskSpec``; each question's operator drawn uniformly from them)."""
+    from agents.tiny.config import SPECIALIST_TASKS
+    from sapo_env.config import TaskSpec
+
+    task = SPECIALIST_TASKS["basic_arithmetic"]
+    return TaskSpec(task.name, task.weight, {**task.config, "operators": list(operators)})
+
+
+def _label(task: Any) -> str:
+    """``"basic_arithmetic (+ -)"``: a task of :func:`arithmetic_with`, named by its
+    operators."""
+    return f"{task.name} ({' '.join(task.config['operators'])})"
 
 
 def base_seed(seed: np.random.SeedSequence) -> int:

@@ -56,13 +56,17 @@ def test_each_configuration_follows_its_protocol():
                     c.initial_num_external("node_0")) for label, c in by_label.items()} == {
         "8/0": (8, 0), "6/2": (6, 2), "4/4": (4, 4), "2/6": (2, 6),
         "8/0 oversampled + filtered": (16, 0), "4/4 self-replay": (4, 4),
-        "8/0 filtered": (8, 0), "4/4 answering 8": (8, 4)}
+        "8/0 filtered": (8, 0), "4/4 answering 8": (8, 4), "4/0": (4, 0),
+        "8/0 16 completions": (8, 0), "8/0 rescue": (8, 0)}
+    assert by_label["4/0"].train_budget == 4 and by_label["8/0"].train_budget == 8
+    assert by_label["8/0 rescue"].rescue and by_label["8/0 rescue"].shared_questions
     assert by_label["8/0 oversampled + filtered"].filter_local
     assert by_label["8/0 filtered"].filter_local and not by_label["8/0"].filter_local
     fixed = rp.ReproduceConfig(protocol="fixed")
     assert {e.label: fixed.swarm_config(e).questions_per_round for e in rp.EXPERIMENTS} == {
         "8/0": 8, "6/2": 8, "4/4": 8, "2/6": 8, "8/0 oversampled + filtered": 16,
-        "4/4 self-replay": 8, "8/0 filtered": 8, "4/4 answering 8": 8}
+        "4/4 self-replay": 8, "8/0 filtered": 8, "4/4 answering 8": 8, "4/0": 8,
+        "8/0 16 completions": 8, "8/0 rescue": 8}
     assert paper.experiments == rp.config.PAPER_AND_TWO_CONTROLS  # the default sweep: six
 
 def test_cli_swarm_overrides():

@@ -92,13 +92,14 @@ two one-digit terms (reasoning-gym's operators, parentheses and negation), words
 letters (answers fit in 12 new tokens)."""
 
 
-def _coerce_specs(value: Any, name: str) -> tuple[TaskSpec, ...]:
+def _coerce_specs(value: Any, name: str, unique: bool = True) -> tuple[TaskSpec, ...]:
     if isinstance(value, (str, TaskSpec)) or not isinstance(value, Sequence) or not value:
         raise ValueError(f"{name} must be a non-empty sequence of task specs, got {value!r:.80}")
     specs = tuple(TaskSpec.coerce(spec) for spec in value)
     names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{name} must name each task once, got {names}")
+    if unique and len(set(names)) != len(names):
+        raise ValueError(f"{name} must name each task once, got {names} (eval_labels lets "
+                         f"eval_tasks hold one task at several settings)")
     return specs
 
 
@@ -113,6 +114,13 @@ class WarmStartConfig:
     eval_tasks: tuple[TaskSpec, ...] | None = None
     """Tasks whose accuracy is measured (None: ``tasks``); add tasks the node is not trained
     on to see what a specialist knows of them."""
+    eval_labels: tuple[str, ...] | None = None
+    """The names the evaluated tasks' accuracies (and targets) go by, one per task of
+    ``eval_tasks`` (None: the task names). Distinct labels let one task be evaluated at
+    several settings, e.g. the part of its question space a node is trained on and the whole:
+    ``eval_tasks=[plus_only, plus_and_minus], eval_labels=("+", "+ -")``. A single-number
+    ``target_accuracy`` then applies to the labels whose task equals a training task. Left
+    out of the cache key while None, so that warm starts cached before it keep their keys."""
     target_accuracy: float | Mapping[str, float] | None = 0.2
     """Stop once every targeted task reaches its target at an evaluation: one number for every
     training task, a mapping from eval-task name to target, or None (train ``max_steps``).
@@ -156,7 +164,10 @@ class WarmStartConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "tasks", _coerce_specs(self.tasks, "tasks"))
         if self.eval_tasks is not None:
-            object.__setattr__(self, "eval_tasks", _coerce_specs(self.eval_tasks, "eval_tasks"))
+            object.__setattr__(self, "eval_tasks", _coerce_specs(
+                self.eval_tasks, "eval_tasks", unique=self.eval_labels is None))
+        if self.eval_labels is not None:
+            object.__setattr__(self, "eval_labels", self._checked_labels())
         for name, minimum in (("max_steps", 1), ("batch_size", 1), ("eval_every", 1),
                               ("eval_size", 1), ("max_new_tokens", 1), ("seed", 0)):
             check_int(name, getattr(self, name), minimum)
@@ -186,14 +197,33 @@ class WarmStartConfig:
         if isinstance(self.target_accuracy, Mapping):
             object.__setattr__(self, "target_accuracy", dict(targets))
 
+    def _checked_labels(self) -> tuple[str, ...]:
+        """``eval_labels`` as a tuple, or ``ValueError`` unless it gives one distinct,
+        non-empty string per evaluated task."""
+        labels, evaluated = self.eval_labels, self.evaluated
+        if (isinstance(labels, str) or not isinstance(labels, Sequence)
+                or any(not isinstance(x, str) or not x for x in labels)
+                or len(set(labels)) != len(labels) or len(labels) != len(evaluated)):
+            raise ValueError(f"eval_labels must be {len(evaluated)} distinct non-empty strings, "
+                             f"one per evaluated task {[s.name for s in evaluated]}, "
+                             f"got {labels!r:.120}")
+        return tuple(labels)
+
     @property
     def evaluated(self) -> tuple[TaskSpec, ...]:
         """The tasks evaluated: ``eval_tasks``, or the training tasks."""
         return self.eval_tasks if self.eval_tasks is not None else self.tasks
 
+    def labelled(self) -> dict[str, TaskSpec]:
+        """The evaluated tasks by the name their accuracy goes by (``eval_labels`` or the
+        task names), in order."""
+        specs = self.evaluated
+        labels = self.eval_labels if self.eval_labels is not None else [s.name for s in specs]
+        return dict(zip(labels, specs))
+
     def targets(self) -> dict[str, float]:
-        """Target accuracy per evaluated task that has one."""
-        target, names = self.target_accuracy, [s.name for s in self.evaluated]
+        """Target accuracy per evaluated task (by label) that has one."""
+        target, names = self.target_accuracy, list(self.labelled())
         if target is None:
             return {}
         if isinstance(target, Mapping):
@@ -202,6 +232,14 @@ class WarmStartConfig:
                 raise ValueError(f"target_accuracy names tasks that are not evaluated: "
                                  f"{unknown}; evaluated: {names}")
             chosen = dict(target)
+        elif self.eval_labels is not None:
+            chosen = {label: target for label, spec in self.labelled().items()
+                      if spec in self.tasks}
+            missing = [s.name for s in self.tasks if s not in self.evaluated]
+            if missing:
+                raise ValueError(f"target_accuracy applies to the training tasks, but "
+                                 f"eval_tasks holds none equal to the training task(s) "
+                                 f"{missing}")
         else:
             chosen = {s.name: target for s in self.tasks}
             missing = sorted(set(chosen) - set(names))
@@ -223,7 +261,18 @@ class WarmStartConfig:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data.update(tasks=specs(self.tasks), eval_tasks=specs(self.eval_tasks),
                     model=self.model.to_dict())
+        if self.eval_labels is None:  # the keys of warm starts cached before it existed
+            del data["eval_labels"]
+        else:
+            data["eval_labels"] = list(self.eval_labels)
         return data
+
+    def __repr__(self) -> str:
+        # eval_labels is left out while None, as in to_dict: the descriptions of earlier
+        # sweeps' learners (their resume keys) stay what they were
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                 if f.repr and not (f.name == "eval_labels" and self.eval_labels is None)]
+        return f"{type(self).__qualname__}({', '.join(shown)})"
 
 
 def _positive(value: Any) -> bool:

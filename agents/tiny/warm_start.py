@@ -6,8 +6,9 @@ completion a node is rewarded for (``<answer>{answer}</answer>`` + EOS, after th
 ``GRPOAgent`` builds under an empty system prompt; :mod:`agents.tiny.questions`), with Adam,
 until it reaches a target accuracy or a step budget. Every ``eval_every`` steps it measures
 per-task accuracy by *sampling*, as the node will in the env (:mod:`agents.tiny.evaluation`),
-on held-out warm-start questions of ``eval_tasks``. A *specialist* is trained on one task and
-evaluated on others too: a node that knows task A and not task B.
+on held-out warm-start questions of ``eval_tasks`` (keyed by ``eval_labels`` where given). A
+*specialist* is trained on one task and evaluated on others too: a node that knows task A and
+not task B.
 
 Randomness: the config's ``seed`` feeds one ``numpy.random.SeedSequence``, spawned into the
 initial weights, the question streams and task draws, and evaluation sampling. Training has no
@@ -99,7 +100,8 @@ def train(config: WarmStartConfig, progress: int | None = None
     streams = training_streams(config.tasks, data_rng)
     weights = np.array([s.weight for s in config.tasks])
     weights /= weights.sum()
-    held_out = {s.name: evaluation_questions(s, config.eval_size) for s in config.evaluated}
+    held_out = {label: evaluation_questions(s, config.eval_size)
+                for label, s in config.labelled().items()}
     targets = config.targets()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     losses: list[float] = []

@@ -51,6 +51,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="tiny learner: the warm start stops at this held-out accuracy "
                              f"(default {d.tiny.target_accuracy}); low, with a common base, "
                              "gives the sparse-signal regime")
+    parser.add_argument("--tiny-partial-specialists", nargs="+", default=[],
+                        choices=learners.OPERATORS, metavar="OP",
+                        help="tiny learner: partial specialists on one task, e.g. + -: node i "
+                             "warm-started on basic_arithmetic (two one-digit terms) with the "
+                             "i %% k-th operator alone, to --tiny-target-accuracy on that part, "
+                             "a base per part and seed; the swarm is asked basic_arithmetic "
+                             "with all of them (--tiny-specialties does not apply)")
+    parser.add_argument("--tiny-strong-nodes", type=int, default=d.tiny.strong_nodes,
+                        metavar="N",
+                        help="tiny learner, with --tiny-common-base: nodes 0..N-1 start from "
+                             "the seed's base trained on to --tiny-strong-target-accuracy (the "
+                             "same training run, stopped later), the others from it at "
+                             f"--tiny-target-accuracy (default {d.tiny.strong_nodes}: none)")
+    parser.add_argument("--tiny-strong-target-accuracy", type=float, default=None,
+                        metavar="ACCURACY",
+                        help="tiny learner: the strong nodes' warm-start target, above "
+                             "--tiny-target-accuracy (needed with --tiny-strong-nodes)")
     parser.add_argument("--tiny-hidden-sizes", type=int, nargs="+",
                         default=list(d.tiny.hidden_sizes), metavar="WIDTH",
                         help="tiny learner: model widths, dealt round-robin over the nodes "
@@ -131,6 +148,9 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
         common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy,
         hidden_sizes=tuple(args.tiny_hidden_sizes),
+        partial_specialists=tuple(args.tiny_partial_specialists),
+        strong_nodes=args.tiny_strong_nodes,
+        strong_target_accuracy=args.tiny_strong_target_accuracy,
         off_policy_correction=args.tiny_off_policy, ftis_statistic=args.tiny_ftis_statistic,
         rescue_gate=args.tiny_rescue_gate,
         share_prompts=not args.tiny_copied_prompts)

@@ -173,6 +173,8 @@ class ReproduceConfig(SweepConfig):
         if self.n_agents < 2:
             raise ValueError(f"n_agents must be >= 2 (sharing needs two nodes), "
                              f"got {self.n_agents}")
+        if self.learner == "tiny":
+            self.tiny.check_swarm_size(self.n_agents)
         from sapo_env.config import SwarmConfig
 
         fields = SwarmConfig.field_names()

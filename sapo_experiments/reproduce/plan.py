@@ -45,6 +45,11 @@ def node_kinds(config: ReproduceConfig) -> list[str] | None:
         return None
     tiny = config.tiny
     kinds = tiny.node_kinds(config.n_agents)
+    if tiny.partial_specialists:
+        return [f"warm-started on basic_arithmetic with {k}" for k in kinds]
+    if tiny.strong_nodes:
+        targets = {"strong": tiny.strong_target_accuracy, "weak": tiny.target_accuracy}
+        return [f"from the common base at target {targets[k]:g} ({k})" for k in kinds]
     if len(tiny.hidden_sizes) > 1:
         return [f"common base, {k}" for k in kinds]
     if tiny.common_base:
@@ -124,8 +129,20 @@ def _nodes(config: ReproduceConfig) -> str:
     groups: dict[str, list[int]] = {}
     for k, kind in enumerate(kinds):
         groups.setdefault(kind, []).append(k)
-    return text + "; " + "; ".join("nodes " + ", ".join(map(str, nodes)) + f" {kind}"
+    return text + "; " + "; ".join(f"node{'s' * (len(nodes) > 1)} "
+                                   + ", ".join(map(str, nodes)) + f" {kind}"
                                    for kind, nodes in groups.items()) + "."
+
+
+def _targets(tiny: Any) -> str:
+    """The warm starts' targets in words: ``"0.1 held-out accuracy (0.5 for the strong
+    nodes' bases)"``."""
+    text = f"{tiny.target_accuracy:g} held-out accuracy"
+    if tiny.partial_specialists:
+        return text + " on each base's part of basic_arithmetic, a base per part and seed"
+    if tiny.strong_nodes:
+        return text + f" ({tiny.strong_target_accuracy:g} for the strong nodes' bases)"
+    return text
 
 
 def _warm_starts(config: ReproduceConfig, jobs: int) -> str:
@@ -134,11 +151,10 @@ def _warm_starts(config: ReproduceConfig, jobs: int) -> str:
 
     tiny = config.tiny
     configs = tiny.warm_start_configs([seeds_of(config.base_seed, k)[1]
-                                       for k in range(config.seeds)] if tiny.common_base else ())
+                                       for k in range(config.seeds)] if tiny.per_seed() else ())
     missing: list[Any] = [c for c in configs if not (cache_path(c) / REPORT_FILE).is_file()]
     what = (f"{len(configs)} warm start{'s' * (len(configs) != 1)} (supervised training to "
-            f"{tiny.target_accuracy:g} held-out accuracy, at most {tiny.warm_start_steps} "
-            f"steps each, in float32)")
+            f"{_targets(tiny)}, at most {tiny.warm_start_steps} steps each, in float32)")
     folder = cache_path(configs[0]).parent
     if not missing:
         return f"{what[0].upper()}{what[1:]}: found in the cache, {folder}."

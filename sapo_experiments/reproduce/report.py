@@ -286,8 +286,15 @@ def change_markdown(runs: dict[str, list[dict[str, Any]]], window: int,
 
 def tiny_kind(tiny: Any) -> str:
     """What a swarm of tiny learners is, in words."""
+    if tiny.partial_specialists:
+        return (f"partial specialists on basic_arithmetic ({' / '.join(tiny.partial_specialists)}"
+                f" only, a base per part and seed, warm-start target {tiny.target_accuracy:g})")
     if not tiny.common_base:
         return "specialists"
+    if tiny.strong_nodes:
+        return (f"nodes from a common base per seed (warm-start target {tiny.target_accuracy:g};"
+                f" {tiny.strong_nodes} strong, its base trained on to "
+                f"{tiny.strong_target_accuracy:g})")
     widths = " / ".join(str(h) for h in tiny.hidden_sizes)
     return (f"nodes from a common base per seed (warm-start target {tiny.target_accuracy:g}"
             + (f", widths {widths}" if len(tiny.hidden_sizes) > 1 else "")
