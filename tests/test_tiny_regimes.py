@@ -166,6 +166,14 @@ def test_the_strong_base_differs_from_the_weak_one_only_in_its_target():
     plain = TinyLearners(specialties=("basic_arithmetic",), common_base=True,
                          target_accuracy=0.1)
     assert configs[::2] == plain.warm_start_configs(SEEDS)  # the weak: the plain common base
+    longer = dataclasses.replace(STRONG, strong_warm_start_steps=1500).warm_start_configs(SEEDS)
+    assert [c.max_steps for c in longer] == [600, 1500] * 2 and longer[::2] == configs[::2]
+    assert dataclasses.replace(longer[1], max_steps=600) == configs[1]
+    with pytest.raises(ValueError, match="strong_warm_start_steps"):
+        dataclasses.replace(STRONG, strong_nodes=0, strong_target_accuracy=None,
+                            strong_warm_start_steps=1500)
+    with pytest.raises(ValueError, match="strong_warm_start_steps"):
+        dataclasses.replace(STRONG, strong_warm_start_steps=0)
 
 
 def test_the_strong_node_starts_from_the_strong_folder(monkeypatch):

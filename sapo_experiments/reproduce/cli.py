@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         metavar="ACCURACY",
                         help="tiny learner: the strong nodes' warm-start target, above "
                              "--tiny-target-accuracy (needed with --tiny-strong-nodes)")
+    parser.add_argument("--tiny-strong-warm-start-steps", type=int, default=None,
+                        metavar="STEPS",
+                        help="tiny learner: most warm-start steps of the strong nodes' base "
+                             "(default: the weak base's, 600)")
     parser.add_argument("--tiny-hidden-sizes", type=int, nargs="+",
                         default=list(d.tiny.hidden_sizes), metavar="WIDTH",
                         help="tiny learner: model widths, dealt round-robin over the nodes "
@@ -151,6 +155,7 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         partial_specialists=tuple(args.tiny_partial_specialists),
         strong_nodes=args.tiny_strong_nodes,
         strong_target_accuracy=args.tiny_strong_target_accuracy,
+        strong_warm_start_steps=args.tiny_strong_warm_start_steps,
         off_policy_correction=args.tiny_off_policy, ftis_statistic=args.tiny_ftis_statistic,
         rescue_gate=args.tiny_rescue_gate,
         share_prompts=not args.tiny_copied_prompts)
