@@ -54,6 +54,7 @@ class Comparison:
     mean: float
     ci: float  #: half-width of the (uncorrected) 95% t interval of the mean difference
     p_value: float  #: two-sided paired t-test of a mean difference of 0
+    reference: float = float("nan")  #: mean of b, to read the difference relative to it
     verdict: str = "not decided"  #: "higher", "lower" or "not decided", after :func:`holm`
 
     @property
@@ -88,7 +89,7 @@ def paired(name: str, a: Sequence[float], b: Sequence[float]) -> Comparison:
         p = 1.0 if mean == 0 else 0.0
     else:
         p = float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-    return Comparison(name, tuple(map(float, d)), mean, ci, p)
+    return Comparison(name, tuple(map(float, d)), mean, ci, p, float(np.mean(b)))
 
 
 def holm(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Comparison]:

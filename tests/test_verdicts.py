@@ -18,6 +18,7 @@ from sapo_experiments.verdicts import (
 def test_paired_gives_the_t_interval_and_p_value_of_the_differences():
     c = paired("x", [3.0, 4.0, 6.0], [1.0, 1.0, 2.0])  # differences 2, 3, 4
     assert c.differences == (2.0, 3.0, 4.0) and c.mean == 3.0 and c.higher_in == 3
+    assert c.reference == pytest.approx(4 / 3)
     # sd 1, n 3: t(0.975, 2) = 4.303; t statistic 3 / (1/sqrt 3) = 5.196, p = 0.0351
     assert c.ci == pytest.approx(4.3027 / math.sqrt(3), rel=1e-4)
     assert c.p_value == pytest.approx(0.03512, rel=1e-3)

@@ -36,7 +36,7 @@ class Regime:
     folder: str
     title: str
     primary: str  #: the name of the primary comparison (fixed before the runs)
-    nodes: slice = slice(None)  #: the nodes whose rewards the tests compare
+    nodes: slice = field(default_factory=lambda: slice(None))  #: the nodes the tests compare
     nodes_text: str = "every node"
     described: dict[str, slice] = field(default_factory=dict)  #: other node sets, shown only
 
@@ -154,14 +154,18 @@ def _cpu(runs: Sequence[dict]) -> str:
 
 def tests_table(tests: Sequence[Comparison], primary: str) -> str:
     """The report's tests: paired difference, seeds higher, p, Holm verdict, detectable."""
-    head = ["test (paired by seed)", "seeds", "mean difference ± 95% CI", "higher in",
-            "p", "verdict (Holm)", "detectable at 80% power"]
-    lines = ["| " + " | ".join(head) + " |", "| --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    head = ["test (paired by seed)", "seeds", "mean difference ± 95% CI", "of the second arm",
+            "higher in", "p", "verdict (Holm)", "detectable at 80% power"]
+    lines = ["| " + " | ".join(head) + " |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for c in tests:
         name = f"**{c.name}** (primary)" if c.name == primary else c.name
         verdict = c.verdict + (" (exploratory)" if c.exploratory else "")
-        lines.append(f"| {name} | {c.seeds} | {c.mean:+.3f} ± {c.ci:.3f} | {c.higher_in} of "
-                     f"{c.seeds} | {c.p_value:.3g} | {verdict} | {c.detectable():.3f} |")
+        share = 100 / c.reference if c.reference else float("nan")
+        lines.append(f"| {name} | {c.seeds} | {c.mean:+.3f} ± {c.ci:.3f} | "
+                     f"{c.mean * share:+.1f}% ± {c.ci * share:.1f}% | {c.higher_in} of "
+                     f"{c.seeds} | {c.p_value:.3g} | {verdict} | {c.detectable():.3f} "
+                     f"({c.detectable() * share:.1f}%) |")
     return "\n".join(lines)
 
 
