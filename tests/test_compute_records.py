@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from test_checkpoints import Interrupt, StopAfter  # noqa: E402
 from tiny_lm import tiny_llama  # noqa: E402
 
 import sapo_env  # noqa: E402
@@ -197,11 +198,15 @@ def test_a_joint_call_is_divided_evenly_over_its_nodes(tok):
     assert 0 < steps.sum() < steps.size and (tokens > 0).all()
 
 
+def _simulated_run(n, rounds, callbacks=(), checkpoint=None):
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds, completions_per_question=3)
+    return sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=1), seed=3,
+                                progress=False, callbacks=callbacks, checkpoint=checkpoint)
+
+
 def test_a_resumed_run_carries_the_cpu_seconds_of_its_saved_rounds(tmp_path):
     def run(callbacks=(), checkpoint=None):
-        env = sapo_env.parallel_env(n=3, max_rounds=6, completions_per_question=3)
-        return sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=1), seed=3,
-                                    progress=False, callbacks=callbacks, checkpoint=checkpoint)
+        return _simulated_run(3, 6, callbacks, checkpoint)
 
     expected = run()
     checkpoint = Checkpoint(tmp_path / "run.ckpt", every=2)
@@ -221,9 +226,7 @@ def test_a_resumed_run_carries_the_cpu_seconds_of_its_saved_rounds(tmp_path):
 def test_a_checkpoint_without_cpu_seconds_resumes_with_nan(tmp_path):
     """Checkpoints written before the CPU seconds were recorded still resume."""
     def run(callbacks=(), checkpoint=None):
-        env = sapo_env.parallel_env(n=2, max_rounds=4, completions_per_question=3)
-        return sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=1), seed=3,
-                                    progress=False, callbacks=callbacks, checkpoint=checkpoint)
+        return _simulated_run(2, 4, callbacks, checkpoint)
 
     expected = run()
     checkpoint = Checkpoint(tmp_path / "run.ckpt", every=2)
@@ -237,19 +240,6 @@ def test_a_checkpoint_without_cpu_seconds_resumes_with_nan(tmp_path):
     assert np.isnan(resumed.act_cpu_seconds[:2]).all()
     assert np.isfinite(resumed.act_cpu_seconds[2:]).all()
     assert resumed.rewards.tobytes() == expected.rewards.tobytes()
-
-
-class Interrupt(Exception):
-    pass
-
-
-class StopAfter(sapo_env.runtime.Callback):
-    def __init__(self, k):
-        self.k = k
-
-    def on_round_end(self, record):
-        if record.round == self.k:
-            raise Interrupt
 
 
 # --- the reproduce report: compute per node-round, only where the run files hold it ----------
