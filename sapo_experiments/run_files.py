@@ -69,16 +69,31 @@ def load_run(path: Path) -> dict[str, Any]:
     return run
 
 
+def _meta(path: Path) -> dict[str, Any] | None:
+    """A run file's metadata alone, or None where there is no readable run file."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+    except (OSError, ValueError, KeyError):
+        return None
+    return meta if isinstance(meta, dict) and "key" in meta else None
+
+
 def is_finished(path: Path, key: str) -> bool:
     """Whether ``path`` holds a run made with the settings that ``key`` digests, by this code."""
-    if not path.exists():
-        return False
-    try:
-        with np.load(path, allow_pickle=False) as data:  # the metadata only
-            meta = json.loads(str(data["meta"]))
-            return meta["key"] == key and meta.get("code", code_digest()) == code_digest()
-    except (OSError, ValueError, KeyError):
-        return False
+    meta = _meta(path)
+    return meta is not None and meta["key"] == key and meta.get("code",
+                                                                code_digest()) == code_digest()
+
+
+def made_by_other_code(path: Path, key: str) -> bool:
+    """Whether ``path`` holds a run of these settings (``key``) that other source of
+    ``sapo_env`` and ``agents`` made: one a resumed sweep makes again."""
+    meta = _meta(path)
+    return meta is not None and meta["key"] == key and meta.get("code",
+                                                                code_digest()) != code_digest()
 
 
 @dataclass(frozen=True)

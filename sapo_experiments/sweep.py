@@ -25,6 +25,7 @@ import abc
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -36,7 +37,16 @@ import numpy as np
 
 from sapo_env.validation import check_int
 from sapo_experiments.ray_runs import RayOptions, check_ray
-from sapo_experiments.run_files import RunFile, is_finished, load_run, run_all, write_summary
+from sapo_experiments.run_files import (
+    RunFile,
+    is_finished,
+    load_run,
+    made_by_other_code,
+    run_all,
+    write_summary,
+)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,12 @@ def run_specs(config: Config, specs: Sequence[RunSpecBase], compute: Callable[[A
     bars to it). ``bar_over_runs``: whether ``config.progress`` shows a bar over the runs
     (False where each run shows its own)."""
     todo = [s for s in specs if not (config.resume and is_finished(s.path, s.key()))]
+    other = sum(config.resume and made_by_other_code(s.path, s.key()) for s in todo)
+    if other:
+        logger.warning("making again %d run(s) whose files hold these settings but were made by "
+                       "other code of sapo_env or agents; a long sweep keeps its runs across "
+                       "code changes when it runs from a tagged commit in a worktree of its own "
+                       "(docs/reproducing.md)", other)
     jobs = min(config.processes(), max(len(todo), 1))
     if todo:
         config.prepare(jobs)

@@ -461,6 +461,26 @@ def test_a_run_file_made_by_other_code_is_not_reused(tmp_path, monkeypatch, capl
     assert run_files.is_finished(older, "k")  # reused on its key alone
     run_files.run_all(lambda spec: None, [], done=2, jobs=1, progress=False)
     assert "reusing 2 finished run(s) of 2" in caplog.text
+    assert run_files.made_by_other_code(path, "k") and not run_files.made_by_other_code(
+        path, "other") and not run_files.made_by_other_code(older, "k")
+
+
+def test_a_resumed_sweep_says_which_runs_other_code_made(tmp_path, monkeypatch, caplog):
+    """Runs made by other code are made again, and the plan and the log say so (a long sweep
+    belongs in a worktree of its own)."""
+    from sapo_experiments import run_files
+    from sapo_experiments.reproduce import plan
+
+    config = rp.ReproduceConfig(quick=True, experiments=("8/0",), seeds=1, rounds=2, jobs=1,
+                                held_out_every=1, held_out_questions=2, tensorboard=False,
+                                plots=False, progress=False, out=tmp_path / "out")
+    rp.reproduce(config)
+    assert "made again" not in plan.plan_text(config)
+    monkeypatch.setattr(run_files, "code_digest", lambda: "edited")
+    assert "1 made again: their files in" in " ".join(plan.plan_text(config).split())
+    rp.reproduce(config)
+    assert "making again 1 run(s) whose files hold these settings but were made by other " \
+        "code" in caplog.text
 
 
 def test_tiny_rescue_and_the_compute_controls_run_through_the_sweep(

@@ -18,7 +18,7 @@ import textwrap
 from typing import Any
 
 from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig
-from sapo_experiments.run_files import is_finished
+from sapo_experiments.run_files import is_finished, made_by_other_code
 from sapo_experiments.sweep import seeds_of
 
 NODE_ROUND_CPU: dict[tuple[str, str], tuple[float, str]] = {
@@ -88,6 +88,10 @@ def plan_text(config: ReproduceConfig) -> str:
         return _wrapped(lines)
     cost = NODE_ROUND_CPU.get((config.learner, dtype)) if isinstance(config.learner, str) else None
     reused = f" ({runs - len(todo)} finished ones reused)" if len(todo) < runs else ""
+    other = sum(config.resume and made_by_other_code(s.path, s.key()) for s in todo)
+    if other:
+        reused += (f" ({other} made again: their files in {config.out}/runs were made by "
+                   "other code of sapo_env or agents)")
     if cost is None:
         lines.append(f"- {_count(len(todo), 'run')} to do{reused}, {jobs} at a time (no "
                      "measured time for this learner).")
