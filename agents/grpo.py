@@ -29,12 +29,10 @@ node of a ``sapo_env`` swarm:
     (before clipping), ``tokens`` (completion tokens trained on), ``normalizer`` (the loss's
     denominator), ``truncated`` (completions that did not end), ``groups`` (trained on),
     ``skipped_groups`` (no forward pass), ``rejected_completions`` (external completions that
-    ``min_external_logprob`` dropped, :mod:`agents.received_logprob`), ``seconds``, and what
-    the node's round cost: ``generated_tokens`` (completion tokens this agent sampled in its
-    actions since its previous ``learn``, the EOS that ended a completion included: one per
-    decoding step of each completion; an ``act`` inside ``evaluation_scope`` does not count)
-    and ``optimizer_steps`` (optimizer steps this update took: ``num_iterations``, 0 for a
-    batch with nothing to train on, less one for each step skipped for a non-finite
+    ``min_external_logprob`` dropped, :mod:`agents.received_logprob`), ``seconds``,
+    ``generated_tokens`` (completion tokens sampled in its actions since the previous
+    ``learn``, EOS included; none inside ``evaluation_scope``) and ``optimizer_steps``
+    (``num_iterations``; 0 with nothing to train on; less each step skipped for a non-finite
     gradient).
 ``save(path)`` / ``load(path)``
     weights (or the LoRA adapter), optimizer state and random state: a loaded agent continues
@@ -279,11 +277,8 @@ class GRPOAgent:
         With ``share_logprobs``, ``shared`` is each row's sampled tokens (EOS included where
         it ended) and their log-probs; None computes them here
         (:func:`agents.received_logprob.sampled_token_logprobs`), taking a row shorter than
-        ``max_new_tokens`` to have ended with this agent's EOS.
-
-        Every action is built here, whoever generated its rows (``act``, a LoRA swarm, a
-        batched swarm), so the rows' tokens are counted here toward the next ``learn``'s
-        ``generated_tokens`` (:meth:`take_sampled_tokens`)."""
+        ``max_new_tokens`` to have ended with this agent's EOS. Every action is built here,
+        so the rows' tokens are counted here (:meth:`take_sampled_tokens`)."""
         self._sampled_tokens += sampled_token_count(ids, self.config.max_new_tokens)
         copies = int(observation["completions_per_question"])
         texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)

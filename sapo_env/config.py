@@ -34,7 +34,7 @@ from sapo_env.task_specs import (  # noqa: F401 - TaskSpecLike importable from h
     TaskSpecLike,
     coerce_tasks,
 )
-from sapo_env.validation import check_int
+from sapo_env.validation import check_int, unknown_names
 
 # reasoning-gym's ``SYSTEM_PROMPTS["default"]``, the paper's, written out so that importing the
 # config does not import reasoning-gym (tests/test_config.py keeps the two equal).
@@ -386,3 +386,29 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         allowed = " | ".join(repr(c) for c in choices)
         raise ValueError(f"{name} must be {allowed} or a callable, got {value!r}")
+
+
+def config_from(n: int | None, config: SwarmConfig | None, overrides: dict[str, Any]
+                ) -> SwarmConfig:
+    """The config of ``parallel_env(n, config, **overrides)``: ``config`` (default
+    ``SwarmConfig()``) with ``n`` nodes and the overrides, PettingZoo's ``max_cycles`` read as
+    ``max_rounds``; a conflict or an unknown field raises ``ValueError``."""
+    if "max_cycles" in overrides:  # PettingZoo's name for the episode length
+        if "max_rounds" in overrides:
+            raise ValueError(f"max_cycles={overrides['max_cycles']!r} and max_rounds="
+                             f"{overrides['max_rounds']!r} both set the run length; give one")
+        overrides["max_rounds"] = overrides.pop("max_cycles")
+    if n is not None:
+        if "n_agents" in overrides:
+            raise ValueError(f"n={n!r} and n_agents={overrides['n_agents']!r} both set the "
+                             "number of nodes; give one")
+        if config is not None and config.n_agents != n:
+            raise ValueError(f"n={n!r} conflicts with config.n_agents={config.n_agents}; "
+                             "give one of them (or config.replace(n_agents=...))")
+        overrides["n_agents"] = n
+    unknown = sorted(set(overrides) - set(SwarmConfig.field_names()))
+    if unknown:
+        raise ValueError(f"unknown SwarmConfig field "
+                         f"{unknown_names(unknown, SwarmConfig.field_names())}; see "
+                         "help(sapo_env.SwarmConfig)")
+    return (config or SwarmConfig()).replace(**overrides)

@@ -55,7 +55,7 @@ from pettingzoo.utils import parallel_to_aec, wrappers
 
 from sapo_env import churn, env_state, spaces
 from sapo_env.actions import ParsedAction, parse_actions
-from sapo_env.config import SwarmConfig
+from sapo_env.config import SwarmConfig, config_from
 from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.publication import PacketFate, publish_round
 from sapo_env.defenses.reputation import group_weights, source_reputation
@@ -77,7 +77,6 @@ from sapo_env.scoring.answers import get_extractor
 from sapo_env.scoring.round_scoring import LocalScoring, Scoring, score_round
 from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
 from sapo_env.types import Group, Observation
-from sapo_env.validation import unknown_names
 
 
 class SwarmEnv(ParallelEnv):
@@ -385,34 +384,11 @@ class SwarmEnv(ParallelEnv):
         self._scoring.close()
 
 
-def _make_config(n: int | None, config: SwarmConfig | None, overrides: dict[str, Any]
-                 ) -> SwarmConfig:
-    if "max_cycles" in overrides:  # PettingZoo's name for the episode length
-        if "max_rounds" in overrides:
-            raise ValueError(f"max_cycles={overrides['max_cycles']!r} and max_rounds="
-                             f"{overrides['max_rounds']!r} both set the run length; give one")
-        overrides["max_rounds"] = overrides.pop("max_cycles")
-    if n is not None:
-        if "n_agents" in overrides:
-            raise ValueError(f"n={n!r} and n_agents={overrides['n_agents']!r} both set the "
-                             "number of nodes; give one")
-        if config is not None and config.n_agents != n:
-            raise ValueError(f"n={n!r} conflicts with config.n_agents={config.n_agents}; "
-                             "give one of them (or config.replace(n_agents=...))")
-        overrides["n_agents"] = n
-    unknown = sorted(set(overrides) - set(SwarmConfig.field_names()))
-    if unknown:
-        raise ValueError(f"unknown SwarmConfig field "
-                         f"{unknown_names(unknown, SwarmConfig.field_names())}; see "
-                         "help(sapo_env.SwarmConfig)")
-    return (config or SwarmConfig()).replace(**overrides)
-
-
 def parallel_env(n: int | None = None, config: SwarmConfig | None = None,
                  render_mode: str | None = None, scoring: Scoring | None = None,
                  **overrides: Any) -> SwarmEnv:
     """The swarm as a PettingZoo ``ParallelEnv`` (see the module docstring)."""
-    return SwarmEnv(_make_config(n, config, overrides), render_mode=render_mode,
+    return SwarmEnv(config_from(n, config, overrides), render_mode=render_mode,
                     scoring=scoring)
 
 

@@ -139,6 +139,9 @@ QUESTIONS = ("What is 3 + 4?", "Spell cat backward", "What is 9 - 2?", "Spell do
              "What is 5 * 6?", "What is 1 + 8?")
 
 
+UNPINNED = ("seconds", "generated_tokens", "optimizer_steps")
+
+
 def swarm_rounds(dtype: str, rounds: int = 2) -> str:
     """Two rounds of three tiny nodes, each answering 4 questions with 8 completions of up to
     12 tokens and training on its own 4 groups and 4 of the next node's (advantages +1 / -1
@@ -164,7 +167,9 @@ def swarm_rounds(dtype: str, rounds: int = 2) -> str:
                    for k, q in enumerate(asked)] for i, asked in enumerate(questions)]
         batches = {f"node_{i}": groups[i] + groups[(i + 1) % 3] for i in range(3)}
         stats = joint.learn_jointly(batches)
-        record += [ids, {a: {k: v for k, v in s.items() if k != "seconds"}  # wall time
+        # not the wall time, nor the cost counts learn added after the fingerprints were
+        # pinned (tests/test_compute_records.py checks those)
+        record += [ids, {a: {k: v for k, v in s.items() if k not in UNPINNED}
                          for a, s in stats.items()}]
     weights = [p for agent in agents for p in agent.model.parameters()]
     moments = [agent.optimizer.state[p][k] for agent in agents for p in agent.model.parameters()
