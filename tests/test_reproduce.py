@@ -520,6 +520,7 @@ def test_tiny_rescue_and_the_compute_controls_run_through_the_sweep(
     assert rescue.rescue and rescue.shared_questions and rescue.completions_per_question == 2
     assert config.swarm_config(rp.BY_LABEL["8/0 16 completions"]).completions_per_question == 16
     result = rp.reproduce(config)
+    assert {r.experiment: (r.local, r.external) for r in result.rows}["4/0"] == (4, 0)
     generated = {label: runs[0]["generated"].sum() for label, runs in result.runs.items()}
     assert generated["4/0"] * 2 == generated["8/0"]
     assert generated["8/0 16 completions"] == 8 * generated["8/0"]  # 16 against 2 completions

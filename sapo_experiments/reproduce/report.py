@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from sapo_env.config import SwarmConfig
 from sapo_env.runtime.metrics import PAPER_WINDOW
 from sapo_experiments.intervals import ci_digits, side_as_printed
 from sapo_experiments.learners import describe
@@ -100,7 +99,6 @@ class Row:
 
 def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
     """The table rows: per experiment, cumulative reward with CI and paired ratio to 8/0."""
-    budget = SwarmConfig().train_budget  # I + J; --swarm may not change it
     window = smoothing_window(config.rounds)
     cumulative = {e: np.array(v) for e, v in cumulative_rewards(runs).items()}
     batch = {e: np.array(v) for e, v in cumulative_rewards(runs, "batch_rewards").items()}
@@ -120,7 +118,8 @@ def summarise(config: ReproduceConfig, runs: dict[str, list[dict[str, Any]]]) ->
         generated = np.array([r["generated"].sum(axis=0).mean() for r in rs])  # per node
         held = [r["held_out_scores"][-1].mean() for r in rs if len(r["held_out_scores"])]
         rows.append(Row(
-            experiment=label, local=budget - e.num_external, external=e.num_external,
+            experiment=label, local=config.swarm_config(e).train_budget - e.num_external,
+            external=e.num_external,
             seeds=len(rs), cumulative=mean, cumulative_ci=ci, ratio=ratio, ratio_ci=ratio_ci,
             batch_ratio=batch_ratio, batch_ratio_ci=batch_ratio_ci,
             paper=e.paper, paper_ratio=(e.paper / paper_base) if e.paper else None,
