@@ -88,12 +88,25 @@ def complementarity(node: str, own: Sequence[Group],
     return sum(bool(solved.get(q, set()) - {node}) for q in failed) / len(failed)
 
 
-def rescue_candidates(node: str, group: Group, pool: Sequence[Group]) -> list[Group]:
-    """The groups of ``pool`` that can rescue ``node``'s ``group``: another node's groups on
-    the same question with ``1 <= k < L`` successes, in pool order."""
-    key = question_key(group)
-    return [g for g in pool if g["source"] != node and question_key(g) == key
-            and is_candidate(g)]
+CandidateIndex = Mapping[QuestionKey, Sequence[Group]]
+
+
+def candidate_index(pool: Sequence[Group]) -> dict[QuestionKey, list[Group]]:
+    """The groups of ``pool`` that can rescue another node (:func:`is_candidate`) by question,
+    in pool order: built once a round, so that finding a group's candidates does not scan the
+    pool."""
+    index: dict[QuestionKey, list[Group]] = {}
+    for g in pool:
+        if is_candidate(g):
+            index.setdefault(question_key(g), []).append(g)
+    return index
+
+
+def rescue_candidates(node: str, group: Group, index: CandidateIndex) -> list[Group]:
+    """The groups that can rescue ``node``'s ``group`` (``index``: :func:`candidate_index` of
+    the pool): another node's groups on the same question with ``1 <= k < L`` successes, in
+    pool order."""
+    return [g for g in index.get(question_key(group), ()) if g["source"] != node]
 
 
 def choose_candidates(candidates: Sequence[Group], k: int | None,
@@ -106,10 +119,10 @@ def choose_candidates(candidates: Sequence[Group], k: int | None,
     return [candidates[i] for i in chosen]
 
 
-def rescue_batch(node: str, batch: Sequence[Group], pool: Sequence[Group], k: int | None,
+def rescue_batch(node: str, batch: Sequence[Group], index: CandidateIndex, k: int | None,
                  rng: np.random.Generator) -> tuple[tuple[Group, ...], int]:
     """``batch`` (a training set: own groups marked ``local``) with each own all-fail group
-    that has candidates in ``pool`` (:func:`rescue_candidates`, less groups already in the
+    that has candidates in ``index`` (:func:`rescue_candidates`, less groups already in the
     batch) replaced by at most ``k`` of them (:func:`choose_candidates`), copied and marked
     ``local=False, rescue=True``; and how many own groups were replaced. Order: the own
     groups kept, the rescue groups, then the batch's external groups."""
@@ -117,7 +130,7 @@ def rescue_batch(node: str, batch: Sequence[Group], pool: Sequence[Group], k: in
     kept: list[Group] = []
     rescue: list[Group] = []
     for group in (g for g in batch if g["local"]):
-        found = ([c for c in rescue_candidates(node, group, pool) if c["id"] not in taken]
+        found = ([c for c in rescue_candidates(node, group, index) if c["id"] not in taken]
                  if all_failed(group) else [])
         chosen = choose_candidates(found, k, rng)
         if not chosen:

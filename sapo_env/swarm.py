@@ -63,7 +63,14 @@ from sapo_env.observations import observe
 from sapo_env.one_at_a_time import Busy, one_at_a_time
 from sapo_env.pool import SharedPool
 from sapo_env.render import LastRound, round_table
-from sapo_env.rescue import all_failed, complementarity, rescue_batch, solved_questions
+from sapo_env.rescue import (
+    CandidateIndex,
+    all_failed,
+    candidate_index,
+    complementarity,
+    rescue_batch,
+    solved_questions,
+)
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
 from sapo_env.sampling import (
     Assembly,
@@ -200,7 +207,9 @@ class SwarmEnv(ParallelEnv):
         try:
             rejected, packets = self._publish(groups, parsed, spent, failures)
             sampler = self._external_sampler(rejected)
-            assemblies = {a: self._assemble(a, groups[a], sampler) for a in parsed}
+            rescuers = candidate_index(run.pool.candidates_for(None)) if self.config.rescue \
+                else None
+            assemblies = {a: self._assemble(a, groups[a], sampler, rescuers) for a in parsed}
             infos = self._infos(groups, scores, flat, failures, parsed, assemblies, rejected)
             for a in run.replay:  # after assembly: a node replays only earlier rounds
                 run.replay[a].publish(self.round, groups.get(a, []))
@@ -301,7 +310,10 @@ class SwarmEnv(ParallelEnv):
             return self._run.replay[agent], None
         return self._run.pool, agent
 
-    def _assemble(self, agent: str, own: list[Group], sampler: ExternalSampler) -> Assembly:
+    def _assemble(self, agent: str, own: list[Group], sampler: ExternalSampler,
+                  rescuers: CandidateIndex | None) -> Assembly:
+        """``agent``'s training set; with ``rescuers`` (the pool's rescue candidates by
+        question), its all-fail own groups rescued (``sapo_env.rescue``)."""
         num_external = self._run.num_external[agent]
         local = [g for g in own if self._keep(g)] if self.config.filter_local else own
         pool, excluded = self._external_source(agent)
@@ -309,9 +321,9 @@ class SwarmEnv(ParallelEnv):
         assembly = assemble_batch(agent, local, candidates,
                                   self.config.train_budget - num_external, num_external,
                                   self._run.rngs[agent], sampler)
-        if not self.config.rescue:
+        if rescuers is None:
             return assembly
-        batch, rescued = rescue_batch(agent, assembly.batch, self._run.pool.candidates_for(agent),
+        batch, rescued = rescue_batch(agent, assembly.batch, rescuers,
                                       self.config.rescue_candidates, self._run.rngs[agent])
         return dataclasses.replace(assembly, batch=batch, num_local=assembly.num_local - rescued,
                                    rescued=rescued)

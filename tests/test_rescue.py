@@ -8,6 +8,7 @@ import sapo_env
 from agents import DemonstratorAgent
 from sapo_env.rescue import (
     all_failed,
+    candidate_index,
     choose_candidates,
     complementarity,
     is_candidate,
@@ -54,7 +55,9 @@ def test_rescue_candidates_are_other_nodes_groups_on_the_same_question():
             group("c", 2, [1, 0, 0, 0]),  # another question
             group("d", 1, [1, 1, 1, 1]),  # solved by every completion: no advantage
             group("e", 1, [0, 1, 1, 0])]
-    assert [g["source"] for g in rescue_candidates("a", own, pool)] == ["b", "e"]
+    assert [g["source"] for g in rescue_candidates("a", own, candidate_index(pool))] == [
+        "b", "e"]
+    assert list(candidate_index(pool)) == [question_key(own), question_key(pool[2])]
 
 
 def test_choose_candidates_draws_only_when_there_are_more_than_k():
@@ -85,18 +88,19 @@ def test_rescue_batch_replaces_all_fail_own_groups_and_keeps_the_rest():
     batch = [group("a", 0, [0, 0, 0], local=True), group("a", 1, [1, 0, 0], local=True),
              group("a", 2, [0, 0, 0], local=True), group("b", 9, [1, 0, 0], local=False)]
     pool = [group("b", 0, [1, 0, 0]), group("c", 0, [0, 1, 1]), group("b", 9, [1, 0, 0])]
-    out, rescued = rescue_batch("a", batch, pool, None, np.random.default_rng(0))
+    out, rescued = rescue_batch("a", batch, candidate_index(pool), None,
+                                np.random.default_rng(0))
     assert rescued == 1  # question 2 has no candidate and stays
     assert [(g["id"], g["local"], g.get("rescue", False)) for g in out] == [
         ("a/r0/q1", True, False), ("a/r0/q2", True, False),
         ("b/r0/q0", False, True), ("c/r0/q0", False, True), ("b/r0/q9", False, False)]
-    one, _ = rescue_batch("a", batch, pool, 1, np.random.default_rng(0))
+    one, _ = rescue_batch("a", batch, candidate_index(pool), 1, np.random.default_rng(0))
     assert sum(g.get("rescue", False) for g in one) == 1 and len(one) == len(batch)
 
 
 def test_a_group_already_in_the_batch_is_not_added_again():
     batch = [group("a", 0, [0, 0], local=True), group("b", 0, [1, 0], local=False)]
-    out, rescued = rescue_batch("a", batch, [group("b", 0, [1, 0])], None,
+    out, rescued = rescue_batch("a", batch, candidate_index([group("b", 0, [1, 0])]), None,
                                 np.random.default_rng(0))
     assert rescued == 0 and [g["id"] for g in out] == ["a/r0/q0", "b/r0/q0"]
 
