@@ -46,8 +46,8 @@ Sources, and what could and could not be read of each:
   advantage)", g = 50 by default, 5-100 tried, the KL "per-sequence" and "sensitive to
   generation length"; no KL term; advantages computed by the node that generated (as here).
   The notes do not give the KL estimator nor say whether the ratio is per token or per
-  sequence. Implemented: the per-token ratio (as in Yao et al. and TRL, and as issue 33
-  states it) and, as the sequence KL, the sum over the completion's tokens of
+  sequence. Implemented: the per-token ratio (as in Yao et al. and TRL) and, as the
+  sequence KL, the sum over the completion's tokens of
   ``sender_logp - old_logp``: the log-likelihood ratio ``log mu(y) - log pi(y)`` of the
   completion, a one-sample estimate of KL(mu || pi). It is DeepSeek-V3.2's off-policy
   sequence masking statistic (arXiv 2512.02556, as TRL's ``off_policy_mask_threshold``

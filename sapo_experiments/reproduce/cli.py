@@ -38,75 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "specialists trained by GRPO (CPU, real learners), GRPO language "
                              "models (GPU), or an agent factory of your own, e.g. "
                              "mypkg.nodes:make_nodes (see sapo_experiments.learners)")
-    parser.add_argument("--tiny-lr", type=float, default=d.tiny.learning_rate,
-                        help=f"tiny learner: GRPO learning rate (default {d.tiny.learning_rate})")
-    parser.add_argument("--tiny-specialties", nargs="+", default=list(d.tiny.specialties),
-                        metavar="TASK", help="tiny learner: each node's warm-start task, dealt "
-                        "round-robin (default: " + " ".join(d.tiny.specialties) + ")")
-    parser.add_argument("--tiny-common-base", action="store_true",
-                        help="tiny learner: start every node from one warm start on every "
-                             "specialty, a different one per seed (the paper's one base "
-                             "model), instead of specialists")
-    parser.add_argument("--tiny-target-accuracy", type=float, default=d.tiny.target_accuracy,
-                        help="tiny learner: the warm start stops at this held-out accuracy "
-                             f"(default {d.tiny.target_accuracy}); low, with a common base, "
-                             "gives the sparse-signal regime")
-    parser.add_argument("--tiny-partial-specialists", nargs="+", default=[],
-                        choices=learners.OPERATORS, metavar="OP",
-                        help="tiny learner: partial specialists on one task, e.g. + -: node i "
-                             "warm-started on basic_arithmetic (two one-digit terms) with the "
-                             "i %% k-th operator alone, to --tiny-target-accuracy on that part, "
-                             "a base per part and seed; the swarm is asked basic_arithmetic "
-                             "with all of them (--tiny-specialties does not apply)")
-    parser.add_argument("--tiny-strong-nodes", type=int, default=d.tiny.strong_nodes,
-                        metavar="N",
-                        help="tiny learner, with --tiny-common-base: nodes 0..N-1 start from "
-                             "the seed's base trained on to --tiny-strong-target-accuracy (the "
-                             "same training run, stopped later), the others from it at "
-                             f"--tiny-target-accuracy (default {d.tiny.strong_nodes}: none)")
-    parser.add_argument("--tiny-strong-target-accuracy", type=float, default=None,
-                        metavar="ACCURACY",
-                        help="tiny learner: the strong nodes' warm-start target, above "
-                             "--tiny-target-accuracy (needed with --tiny-strong-nodes)")
-    parser.add_argument("--tiny-strong-warm-start-steps", type=int, default=None,
-                        metavar="STEPS",
-                        help="tiny learner: most warm-start steps of the strong nodes' base "
-                             "(default: the weak base's, 600)")
-    parser.add_argument("--tiny-hidden-sizes", type=int, nargs="+",
-                        default=list(d.tiny.hidden_sizes), metavar="WIDTH",
-                        help="tiny learner: model widths, dealt round-robin over the nodes "
-                             "(default " + " ".join(map(str, d.tiny.hidden_sizes)) + "); "
-                             "two or more mix capacities in one swarm and need "
-                             "--tiny-common-base (each width has its own base)")
-    parser.add_argument("--tiny-off-policy", choices=("none", "tis", "ftis"),
-                        default=d.tiny.off_policy_correction,
-                        help="tiny learner: correction of external groups against their "
-                             "sender's log-probs (every node then sends them): none (ratio 1, "
-                             "the paper's; default), tis (truncated importance sampling), "
-                             "ftis (TIS and F-TIS's filter); see agents.off_policy")
-    parser.add_argument("--tiny-ftis-statistic", choices=("sum", "mean"),
-                        default=d.tiny.ftis_statistic,
-                        help="tiny learner, with --tiny-off-policy ftis: the filter's "
-                             "divergence summed over the completion (50 nats; default) or its "
-                             "per-token mean (0.5 nats, length-normalised)")
-    parser.add_argument("--tiny-rescue-gate", choices=("none", "graft"),
-                        default=d.tiny.rescue_gate,
-                        help="tiny learner: weight of the completions of rescue groups (the "
-                             "'8/0 rescue' experiment): none (full weight; default) or graft "
-                             "(GRAFT's compatibility gate against the sender's log-probs)")
-    parser.add_argument("--tiny-copied-prompts", action="store_true",
-                        help="tiny learner: copy each prompt's keys and values to its "
-                             "completions instead of sharing them (slower; repeats bit for bit "
-                             "the runs in docs/tiny-reproduce/ made before prompt sharing)")
-    parser.add_argument("--tiny-max-grad-norm", type=float, default=d.tiny.max_grad_norm,
-                        help="tiny learner: gradient-norm clipping, 0 for none (default "
-                             f"{d.tiny.max_grad_norm})")
-    parser.add_argument("--tiny-dtype", choices=("auto", "float32", "bfloat16", "fast"),
-                        default=d.tiny.dtype,
-                        help="tiny learner: compute dtype; bfloat16 autocasts the matrix "
-                             "products (weights stay float32); fast: bfloat16 where the CPU "
-                             "or GPU computes it natively, else float32 (default "
-                             f"{d.tiny.dtype}: float32 on a CPU)")
+    add_tiny_arguments(parser, d.tiny)
     parser.add_argument("--model", default=None,
                         help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
@@ -142,6 +74,79 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     sweep_cli.add_switches(parser, resume_help=None, tensorboard=True,
                            plots_help="write no PNG figures")
     return parser
+
+
+def add_tiny_arguments(parser: argparse.ArgumentParser, tiny: learners.TinyLearners) -> None:
+    """The ``--tiny-*`` options of the tiny learner (``TinyLearners``; defaults from ``tiny``)."""
+    parser.add_argument("--tiny-lr", type=float, default=tiny.learning_rate,
+                        help=f"tiny learner: GRPO learning rate (default {tiny.learning_rate})")
+    parser.add_argument("--tiny-specialties", nargs="+", default=list(tiny.specialties),
+                        metavar="TASK", help="tiny learner: each node's warm-start task, dealt "
+                        "round-robin (default: " + " ".join(tiny.specialties) + ")")
+    parser.add_argument("--tiny-common-base", action="store_true",
+                        help="tiny learner: start every node from one warm start on every "
+                             "specialty, a different one per seed (the paper's one base "
+                             "model), instead of specialists")
+    parser.add_argument("--tiny-target-accuracy", type=float, default=tiny.target_accuracy,
+                        help="tiny learner: the warm start stops at this held-out accuracy "
+                             f"(default {tiny.target_accuracy}); low, with a common base, "
+                             "gives the sparse-signal regime")
+    parser.add_argument("--tiny-partial-specialists", nargs="+", default=[],
+                        choices=learners.OPERATORS, metavar="OP",
+                        help="tiny learner: partial specialists on one task, e.g. + -: node i "
+                             "warm-started on basic_arithmetic (two one-digit terms) with the "
+                             "i %% k-th operator alone, to --tiny-target-accuracy on that part, "
+                             "a base per part and seed; the swarm is asked basic_arithmetic "
+                             "with all of them (--tiny-specialties does not apply)")
+    parser.add_argument("--tiny-strong-nodes", type=int, default=tiny.strong_nodes,
+                        metavar="N",
+                        help="tiny learner, with --tiny-common-base: nodes 0..N-1 start from "
+                             "the seed's base trained on to --tiny-strong-target-accuracy (the "
+                             "same training run, stopped later), the others from it at "
+                             f"--tiny-target-accuracy (default {tiny.strong_nodes}: none)")
+    parser.add_argument("--tiny-strong-target-accuracy", type=float, default=None,
+                        metavar="ACCURACY",
+                        help="tiny learner: the strong nodes' warm-start target, above "
+                             "--tiny-target-accuracy (needed with --tiny-strong-nodes)")
+    parser.add_argument("--tiny-strong-warm-start-steps", type=int, default=None,
+                        metavar="STEPS",
+                        help="tiny learner: most warm-start steps of the strong nodes' base "
+                             "(default: the weak base's, 600)")
+    parser.add_argument("--tiny-hidden-sizes", type=int, nargs="+",
+                        default=list(tiny.hidden_sizes), metavar="WIDTH",
+                        help="tiny learner: model widths, dealt round-robin over the nodes "
+                             "(default " + " ".join(map(str, tiny.hidden_sizes)) + "); "
+                             "two or more mix capacities in one swarm and need "
+                             "--tiny-common-base (each width has its own base)")
+    parser.add_argument("--tiny-off-policy", choices=("none", "tis", "ftis"),
+                        default=tiny.off_policy_correction,
+                        help="tiny learner: correction of external groups against their "
+                             "sender's log-probs (every node then sends them): none (ratio 1, "
+                             "the paper's; default), tis (truncated importance sampling), "
+                             "ftis (TIS and F-TIS's filter); see agents.off_policy")
+    parser.add_argument("--tiny-ftis-statistic", choices=("sum", "mean"),
+                        default=tiny.ftis_statistic,
+                        help="tiny learner, with --tiny-off-policy ftis: the filter's "
+                             "divergence summed over the completion (50 nats; default) or its "
+                             "per-token mean (0.5 nats, length-normalised)")
+    parser.add_argument("--tiny-rescue-gate", choices=("none", "graft"),
+                        default=tiny.rescue_gate,
+                        help="tiny learner: weight of the completions of rescue groups (the "
+                             "'8/0 rescue' experiment): none (full weight; default) or graft "
+                             "(GRAFT's compatibility gate against the sender's log-probs)")
+    parser.add_argument("--tiny-copied-prompts", action="store_true",
+                        help="tiny learner: copy each prompt's keys and values to its "
+                             "completions instead of sharing them (slower; repeats bit for bit "
+                             "the runs in docs/tiny-reproduce/ made before prompt sharing)")
+    parser.add_argument("--tiny-max-grad-norm", type=float, default=tiny.max_grad_norm,
+                        help="tiny learner: gradient-norm clipping, 0 for none (default "
+                             f"{tiny.max_grad_norm})")
+    parser.add_argument("--tiny-dtype", choices=("auto", "float32", "bfloat16", "fast"),
+                        default=tiny.dtype,
+                        help="tiny learner: compute dtype; bfloat16 autocasts the matrix "
+                             "products (weights stay float32); fast: bfloat16 where the CPU "
+                             "or GPU computes it natively, else float32 (default "
+                             f"{tiny.dtype}: float32 on a CPU)")
 
 
 def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
