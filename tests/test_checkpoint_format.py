@@ -1,4 +1,4 @@
-"""Checkpoints as plain data (issue 34, break 2): ``sapo_env.runtime.plain_data`` gives back
+"""Checkpoints as plain data: ``sapo_env.runtime.plain_data`` gives back
 every value it carries, type for type and bit for bit, and every state the library saves; a
 planted, forged or damaged file (a pickle of format 1 included) raises ``ValueError`` and can
 neither run code nor corrupt memory; docs/checkpoints.md's examples run."""
@@ -217,7 +217,7 @@ def test_every_library_state_is_plain_data(tmp_path, monkeypatch):
         round_trip(state)
 
 
-# --- the exploit of issue 34: a forged dtype in a format-1 pickle -----------------------------
+# --- a forged dtype in a format-1 pickle -----------------------------------------------------
 
 class _ObjectFieldDtype:
     """Pickles as a structured dtype with an object field whose flags claim no objects."""

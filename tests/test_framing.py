@@ -1,5 +1,5 @@
 """Rejections are charged to the node that sent a packet, never to the name it claims, and a
-packet claiming another node's name is refused (issue 34, break 4): junk or forgeries sent in
+packet claiming another node's name is refused: junk or forgeries sent in
 a victim's name cost the victim nothing (its rejection count, its reputation, the groups others
 take from it), and no node pools groups under another's name."""
 

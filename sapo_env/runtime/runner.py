@@ -92,15 +92,7 @@ def run(
     refusals = Refusals(remove_after_refusals)
     if deadline is not None:
         asynchronous = AsyncRounds(calls, deadline, refusals)
-    policies = dict(ratio_policies or {})
-    unknown = sorted(set(policies) - set(env.possible_agents))
-    if unknown:
-        raise ValueError(f"ratio_policies names nodes that are not in the swarm: {unknown}; "
-                         f"the nodes are {list(env.possible_agents)}")
-    not_policies = sorted(a for a, p in policies.items() if not isinstance(p, RatioPolicy))
-    if not_policies:
-        raise TypeError(f"ratio_policies of {not_policies} need choose(observation) and "
-                        "update(reward, info) (see sapo_env.runtime.RatioPolicy)")
+    policies = _checked_policies(env, ratio_policies)
     callbacks = list(callbacks)
     if deadline is not None and checkpoint is not None:
         raise ValueError("checkpoint needs synchronous rounds (deadline=None): an asynchronous "
@@ -120,11 +112,9 @@ def run(
     total = env.config.max_rounds if rounds is None else min(rounds, env.config.max_rounds)
     names = tuple(env.possible_agents)
     column = {a: i for i, a in enumerate(names)}
-    rewards = np.full((total, len(names)), np.nan)
-    num_external = np.full((total, len(names)), -1, dtype=np.int64)
-    generated = np.zeros((total, len(names)), dtype=np.int64)
-    history = History(names, env.config, rewards, num_external, generated)
-    act_cpu, learn_cpu = history.act_cpu_seconds, history.learn_cpu_seconds
+    history = History(names, env.config, np.full((total, len(names)), np.nan),
+                      np.full((total, len(names)), -1, dtype=np.int64),
+                      np.zeros((total, len(names)), dtype=np.int64))
     start = 0 if saved is None else _resume_history(history, saved["history"], checkpoint.path)
     for callback in callbacks:
         callback.on_run_start(env, agents)
@@ -134,9 +124,7 @@ def run(
     for t in tqdm(range(start, total), desc="rounds", disable=not progress, unit="round",
                   initial=start, total=total):
         if not env.agents:
-            history.rewards, history.num_external = rewards[:t], num_external[:t]
-            history.generated = generated[:t]
-            history.act_cpu_seconds, history.learn_cpu_seconds = act_cpu[:t], learn_cpu[:t]
+            _truncate(history, t)
             break
         chosen = {a: _chosen_j(a, policies[a], observations[a], env.config.train_budget)
                   for a in env.agents if a in policies}
@@ -146,15 +134,7 @@ def run(
         for a, r in record.rewards.items():
             if a in policies:
                 policies[a].update(r, infos[a])
-            rewards[t, column[a]] = r
-            num_external[t, column[a]] = infos[a]["num_external"]
-            generated[t, column[a]] = infos[a]["generated_completions"]
-        for a, seconds in record.act_cpu_seconds.items():
-            act_cpu[t, column[a]] = seconds
-        for a, seconds in record.learn_cpu_seconds.items():
-            learn_cpu[t, column[a]] = seconds
-        history.infos.append(infos)
-        history.learn_metrics.append(record.learn_metrics)
+        _record(history, t, record, column)
         for callback in callbacks:
             callback.on_round_end(record)
         if checkpoint is not None and (t + 1) % checkpoint.every == 0:
@@ -168,6 +148,42 @@ def run(
     for callback in callbacks:
         callback.on_run_end(history)
     return history
+
+
+def _checked_policies(env: Any, ratio_policies: Mapping[str, RatioPolicy] | None
+                      ) -> dict[str, RatioPolicy]:
+    """``ratio_policies`` as a dict, once every key is a node and every value a policy."""
+    policies = dict(ratio_policies or {})
+    unknown = sorted(set(policies) - set(env.possible_agents))
+    if unknown:
+        raise ValueError(f"ratio_policies names nodes that are not in the swarm: {unknown}; "
+                         f"the nodes are {list(env.possible_agents)}")
+    not_policies = sorted(a for a, p in policies.items() if not isinstance(p, RatioPolicy))
+    if not_policies:
+        raise TypeError(f"ratio_policies of {not_policies} need choose(observation) and "
+                        "update(reward, info) (see sapo_env.runtime.RatioPolicy)")
+    return policies
+
+
+def _record(history: History, t: int, record: RoundRecord, column: Mapping[str, int]) -> None:
+    """Round ``t``'s record into ``history``'s arrays and lists."""
+    for a, r in record.rewards.items():
+        history.rewards[t, column[a]] = r
+        history.num_external[t, column[a]] = record.infos[a]["num_external"]
+        history.generated[t, column[a]] = record.infos[a]["generated_completions"]
+    for a, seconds in record.act_cpu_seconds.items():
+        history.act_cpu_seconds[t, column[a]] = seconds
+    for a, seconds in record.learn_cpu_seconds.items():
+        history.learn_cpu_seconds[t, column[a]] = seconds
+    history.infos.append(record.infos)
+    history.learn_metrics.append(record.learn_metrics)
+
+
+def _truncate(history: History, rounds: int) -> None:
+    """Keep ``history``'s first ``rounds`` rounds (a run that ended early)."""
+    for key in ("rewards", "num_external", "generated", "act_cpu_seconds",
+                "learn_cpu_seconds"):
+        setattr(history, key, getattr(history, key)[:rounds])
 
 
 def play_round(
