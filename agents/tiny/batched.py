@@ -244,15 +244,7 @@ class BatchedSwarm:
                     logits, cache = grouped_forward(
                         weights, self.model_config, drawn[:, :, None],
                         torch.ones_like(drawn[:, :, None]), position, cache=cache)
-        ended = torch.isin(tokens, eos)
-        lengths = torch.where(ended.any(dim=2), ended.int().argmax(dim=2), tokens.shape[2])
-        tokens, lengths = tokens.cpu(), lengths.cpu()
-        for k, i in enumerate(live):
-            results[i] = [tokens[k, r, : lengths[k, r]].tolist() for r in range(widths[k])]
-            if logprobs is not None:  # a row that ended keeps its EOS here
-                ends = [int(m) + (int(m) < tokens.shape[2]) for m in lengths[k, : widths[k]]]
-                logprobs[i] = ([tokens[k, r, :e].tolist() for r, e in enumerate(ends)],
-                               [picked[k, r, :e].tolist() for r, e in enumerate(ends)])
+        _unpack(tokens, eos, picked, live, widths, results, logprobs)
         return results
 
     # ------------------------------------------------------------------ learning
@@ -324,3 +316,20 @@ def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None,
     for agent in agents:
         agent.joint_actor = joint
     return list(agents)
+
+
+def _unpack(tokens: torch.Tensor, eos: torch.Tensor, picked: torch.Tensor | None,
+            live: Sequence[int], widths: Sequence[int], results: list[list[list[int]]],
+            logprobs: list | None) -> None:
+    """Each live node's rows of ``tokens`` ``(n, rows, max_new_tokens)`` cut at their first
+    EOS into ``results[i]``; with ``logprobs``, each row's tokens and ``picked`` log-probs up
+    to and with that EOS into ``logprobs[i]``."""
+    ended = torch.isin(tokens, eos)
+    lengths = torch.where(ended.any(dim=2), ended.int().argmax(dim=2), tokens.shape[2])
+    tokens, lengths = tokens.cpu(), lengths.cpu()
+    for k, i in enumerate(live):
+        results[i] = [tokens[k, r, : lengths[k, r]].tolist() for r in range(widths[k])]
+        if logprobs is not None:  # a row that ended keeps its EOS here
+            ends = [int(m) + (int(m) < tokens.shape[2]) for m in lengths[k, : widths[k]]]
+            logprobs[i] = ([tokens[k, r, :e].tolist() for r, e in enumerate(ends)],
+                           [picked[k, r, :e].tolist() for r, e in enumerate(ends)])
