@@ -1,4 +1,4 @@
-"""Observations hold read-only copies (issue 34): whatever an agent does to what it is shown,
+"""Observations hold read-only copies: whatever an agent does to what it is shown,
 the pool, the batches, the questions dealt, the config and what the other nodes are shown
 stay as they were. Observations handed out the pool's own dicts: an in-process agent could
 rewrite another node's pooled rewards."""

@@ -1,4 +1,4 @@
-"""Packet verification is scoring like any other (issue 34, break 3): packets are re-scored on
+"""Packet verification is scoring like any other: packets are re-scored on
 the env's scoring path (the guard's limits; the scoring child process off the main thread),
 charged to the budget of the node that sent them, which its own completions share, and their
 timeouts counted. Whatever a node sends, a step costs at most about its budget, from any

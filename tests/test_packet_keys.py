@@ -1,5 +1,5 @@
-"""What a rejected packet leaves behind, and what names a question (issue 34, break 4 and
-``not_dealt``): a packet that fails verification marks nothing as seen, so it cannot turn a
+"""What a rejected packet leaves behind, and what names a question (``not_dealt``): a
+packet that fails verification marks nothing as seen, so it cannot turn a
 node's real group into a "duplicate"; and a question is its whole ref, config included, so a
 node dealt a question under one config cannot publish the same seed and index under another."""
 

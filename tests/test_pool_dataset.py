@@ -1,4 +1,4 @@
-"""The pool as a dataset (issue 35, part 2): each packet's fate (``SwarmEnv.last_packets``), the
+"""The pool as a dataset: each packet's fate (``SwarmEnv.last_packets``), the
 Parquet recorder (``sapo_env.runtime.pool_dataset``) and the replay node (``agents.replay``):
 a run written, read back with ``datasets`` and replayed gives the same pool and rewards."""
 

@@ -1,4 +1,4 @@
-"""The trust boundary of remote nodes (issue 34, breaks 1, 5 and 6): what a remote node sends
+"""The trust boundary of remote nodes: what a remote node sends
 costs at most its own round. Plain data the env refuses (a malformed leave or pending action,
 ``completions=np.array(0)``, junk learn metrics) never stops the run; a remote joint actor
 cannot act for a node it does not host; and a Ray node's action whose ``__reduce__`` runs code

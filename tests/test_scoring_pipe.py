@@ -1,4 +1,4 @@
-"""The scoring child's pipe can never stop the kill (issue 34): a child stuck on one node's
+"""The scoring child's pipe can never stop the kill: a child stuck on one node's
 call stops reading its stdin, and the calls queued after it (here 2 MB) fill the pipe. The
 caller used to write them itself and block there, never reaching the wait that ends in the
 kill; now a writer thread waits on the pipe, the caller's wait runs out, the child is killed,

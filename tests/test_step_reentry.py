@@ -1,4 +1,4 @@
-"""An env runs one call at a time (issue 34): a ``step`` or ``reset`` made while a step runs,
+"""An env runs one call at a time: a ``step`` or ``reset`` made while a step runs,
 from another thread or from inside the step, raises ``RuntimeError`` at once and changes
 nothing, and the running step completes exactly as it would have alone."""
 

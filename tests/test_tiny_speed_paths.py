@@ -5,7 +5,7 @@ bit what it computed when committed runs were made, whatever is done to the shar
 arithmetic is pinned here: SHA-256 fingerprints of its logits, log-probs and gradients on a fixed
 batch, and of a whole swarm round (completions, update statistics, weights and Adam moments
 after it), in float32 and under bfloat16 autocast, recorded at commit 405d3fc (before the speed
-work of issue 33 part 4) on one torch thread. Bit equality holds only on the same kernels: a
+work on the batched swarm) on one torch thread. Bit equality holds only on the same kernels: a
 fingerprint of plain matrix products and softmaxes, recorded with them, tells whether this
 machine rounds as that one did, and the tests skip where it does not, or where the CPU's vendor
 is not the reference's (MKL and oneDNN choose other kernels on other vendors' CPUs: on an Intel

@@ -1,4 +1,4 @@
-"""W&B logging (issue 35, part 3): ``WandbCallback`` logs the scalars TensorBoard writes (one
+"""W&B logging: ``WandbCallback`` logs the scalars TensorBoard writes (one
 function, ``sapo_env.runtime.scalars.round_scalars``, for both), offline in these tests: what
 is checked is read back from the offline run's own files."""
 
