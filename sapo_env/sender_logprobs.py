@@ -62,8 +62,9 @@ def _is_number(value: Any) -> bool:
 
 
 def _items(value: Any, kinds: str, name: str, limit: int) -> Any:
-    """``value`` if it is a list/tuple or a 1-d numeric array of at most ``limit`` items."""
-    if isinstance(value, np.ndarray):
+    """``value`` if it is a list/tuple or a 1-d numeric array (exactly ``numpy.ndarray``: a
+    subclass's ``ndim`` or ``len`` could lie) of at most ``limit`` items."""
+    if type(value) is np.ndarray:
         if value.ndim != 1 or value.dtype.kind not in kinds:
             raise TokenFieldError("malformed", f"{name} must be a 1-d numeric array or a list, "
                                                f"got an array of shape {value.shape} and dtype "

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import sapo_env
 from sapo_env.defenses import transport_attacks
 from sapo_env.defenses.packet_schema import GROUP_FIELDS, admit, parse_packet
+from sapo_env.runtime.pool_dataset import packet_row, to_dataset
 
 L = 8
 
@@ -50,6 +51,37 @@ class _LyingStr(str):
         return 1
 
 
+class _LyingArray(np.ndarray):
+    """An array that claims to be 1-d and L long, whatever its shape."""
+
+    @property
+    def ndim(self):
+        return 1
+
+    def __len__(self):
+        return L
+
+
+class _LyingInt(np.int64):
+    """An integer that passes any bound and turns into 2**70."""
+
+    def __ge__(self, other):
+        return True
+
+    def __le__(self, other):
+        return True
+
+    def __lt__(self, other):
+        return True
+
+    def __int__(self):
+        return 2**70
+
+
+def _lying(*shape):
+    return np.zeros(shape, np.float32).view(_LyingArray)
+
+
 @pytest.mark.parametrize("field, value, reason", [
     ("round", "7", None),  # any claimed round is replaced, so a string does no harm
     ("round", None, None),
@@ -62,6 +94,10 @@ class _LyingStr(str):
     ("rewards", np.float32(1.0), "malformed"),  # 0-d
     ("rewards", np.ones((2, 4), np.float32), "malformed"),
     ("rewards", np.ones(L - 1, np.float32), "malformed"),
+    ("rewards", _lying(L, 3), "malformed"),  # an ndarray subclass is not an ndarray
+    ("advantages", _lying(L, L), "malformed"),
+    ("logprobs", [_lying(4, 2)] * L, "malformed"),
+    ("logprobs", [np.zeros(4, np.float32)] * L, None),
     ("advantages", "01234567", "malformed"),
     ("source", ["node_0"], "malformed"),
     ("source", _LyingStr("node_0"), "malformed"),  # a str subclass is not a str
@@ -81,6 +117,8 @@ class _LyingStr(str):
     ("ref", {"task": "t", "config": {"x": float("nan")}, "seed": 0, "index": 0}, "malformed"),
     ("ref", {"task": "t", "config": {"x": object()}, "seed": 0, "index": 0}, "malformed"),
     ("ref", {"task": "t", "config": {}, "seed": 0}, "malformed"),
+    ("ref", {"task": "t", "config": {}, "seed": _LyingInt(0), "index": 0}, "malformed"),
+    ("ref", {"task": "t", "config": {}, "seed": np.int64(3), "index": 0}, None),
 ])
 def test_every_field_is_checked_for_type_and_size(honest_group, field, value, reason):
     parsed = _parse({**honest_group, field: value})
@@ -284,3 +322,41 @@ def test_a_replay_of_a_senders_own_group_across_the_pool_window_boundary(monkeyp
     verifier = PacketVerifier(env.config)
     assert verifier.screen([copy], already=shown[1])[0] == []
     assert verifier.screen([copy], already=shown[2])[0] == [copy]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("field, lie", [
+    ("rewards", lambda g: _lying(L, 3)),
+    ("advantages", lambda g: _lying(L, 2)),
+    ("logprobs", lambda g: [_lying(4, 2)] * L),
+])
+def test_an_array_that_lies_about_its_shape_is_refused_and_recorded_as_plain_data(
+        monkeypatch, verify, field, lie):
+    """node_2 sends, in place of each of its groups, the group with one field an ndarray
+    subclass that claims to be 1-d and L long but is 2-d: each packet is refused as
+    ``malformed`` and counted against node_2, every round steps, the pool and the packets'
+    fates hold only exact 1-d arrays (a refused packet's fate keeps no group, or one without
+    the field that lied), and every fate becomes a row of the pool dataset."""
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",
+                        lambda group, extract, eps: [{**group, field: lie(group)}])
+    env = sapo_env.parallel_env(n=3, max_rounds=2, verify_packets=verify,
+                                adversaries={"node_2": "forge_rewards"})
+    observations, _ = env.reset(seed=0)
+    rows = []
+    for round_ in range(2):
+        sent = len(observations["node_2"]["questions"])
+        observations, _, _, _, infos = env.step(answering_1(observations, num_external=2))
+        assert infos["node_2"]["rejected_groups"] == infos["node_0"]["rejected_groups_swarm"] \
+            == sent > 0
+        lied = [p for p in env.last_packets if p.sender == "node_2"]
+        assert {p.status for p in lied} == {"malformed"}
+        assert all(type(p.raw) is str if p.group is None else field not in p.group
+                   for p in lied)
+        assert not any(g["source"] == "node_2" for g in observations["node_0"]["pool"])
+        for g in [*observations["node_0"]["pool"], *(p.group for p in env.last_packets)]:
+            arrays = [] if g is None else [g["rewards"], g["advantages"],
+                                           *g.get("logprobs", ())]
+            assert all(type(a) is np.ndarray and a.ndim == 1 for a in arrays)
+        rows += [packet_row(round_, fate) for fate in env.last_packets]
+    pytest.importorskip("datasets")
+    assert to_dataset(rows).num_rows == len(rows)

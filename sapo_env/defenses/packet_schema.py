@@ -12,11 +12,11 @@ agents) sees only what it returns:
   Unicode text like every string of a packet (no lone surrogate, which no receiver could
   write to a file, a JSON message or a tokenizer);
 - ``ref``: ``{task, config, seed, index}``, the task a ``str``, the config JSON data, seed and
-  index integers in the env's range;
+  index integers in the env's range (checked as plain ``int``);
 - ``completions``: a list or tuple of exactly L plain strings, each within the swarm's
   ``max_completion_chars``;
-- ``rewards``, ``advantages``: L numbers each, finite as float32 (a sequence or a 1-d array,
-  not a 0-d one, not strings);
+- ``rewards``, ``advantages``: L numbers each, finite as float32 (a list, a tuple or a 1-d
+  ``numpy.ndarray``, not a 0-d one, not strings);
 - optional ``logprobs`` (and, only with it, ``token_ids``): L per-token sequences, each of
   finite log-probabilities ``<= 0`` (as float32) / ids in ``[0, 2**31)``, at most
   ``max_completion_chars`` entries, the ids as many as the log-probs
@@ -26,10 +26,12 @@ agents) sees only what it returns:
 
 What it returns is a fresh copy: plain ``str`` fields, a ``tuple`` of completions, read-only
 ``float32`` (and ``int32``) arrays and a ``ref`` of plain types, so no object of the sender's
-survives into the swarm. Numbers are checked in the type they are stored in: ``1e39`` is a
-finite float64 but ``inf`` as float32, so it is refused. A value that fails gets
-``"malformed"`` (a field of the wrong type or shape) or ``"oversized"`` (a string beyond its
-bound), never an exception.
+survives into the swarm. An array is exactly a ``numpy.ndarray``, as a string is exactly a
+``str``: a subclass could lie about its ``ndim`` or ``len`` (a 2-d array that claims to be 1-d
+would pass the checks and end the run where it is used). Numbers are checked in the type
+they are stored in: ``1e39`` is a finite float64 but ``inf`` as float32, so it is refused. A
+value that fails gets ``"malformed"`` (a field of the wrong type or shape) or ``"oversized"``
+(a string beyond its bound), never an exception.
 
 **Who sent it.** The transport knows which node a packet came from (in this env,
 :func:`sapo_env.defenses.transport_attacks.tamper` says); the ``source`` a packet claims is
@@ -176,9 +178,10 @@ def _text(value: Any, limit: int) -> str:
 def _int(value: Any, top: int) -> int:
     if type(value) is not int and not isinstance(value, np.integer):
         raise _Rejected("malformed")
-    if not 0 <= value < top:
+    number = int(value)  # a plain int: a numpy subclass's comparisons could lie
+    if not 0 <= number < top:
         raise _Rejected("malformed")
-    return int(value)
+    return number
 
 
 def _ref(value: Any) -> dict[str, Any]:
@@ -202,7 +205,7 @@ def _ref(value: Any) -> dict[str, Any]:
 
 def _floats(value: Any, length: int) -> np.ndarray:
     """``length`` numbers finite as float32, as a read-only float32 array."""
-    if isinstance(value, np.ndarray):
+    if type(value) is np.ndarray:  # not a subclass, whose ``ndim`` or ``len`` could lie
         if value.ndim != 1 or value.dtype.kind not in "iuf":
             raise _Rejected("malformed")
         items = value
