@@ -105,7 +105,8 @@ class SwarmConfig:
     in the main thread on POSIX only (see ``sapo_env.scoring.guard``); a run whose scoring hits
     it depends on the machine's speed, so it is no longer reproducible from its seed."""
     node_score_budget: float | None = 10.0
-    """Seconds of scoring each node gets per round, all its completions together (None: none).
+    """Seconds of scoring each node gets per round, all its completions together, then the
+    re-scoring of its packets and the reading of their log-probs (None: none).
     What it no longer covers scores 0 unscored (``scoring_failures["budget"]``): one node's
     64 slow answers delay a round by about this, not by 64 time limits. 10 s is over fifteen
     times what the paper's nine tasks need at 16 questions a node; raise it for slow tasks

@@ -1,8 +1,9 @@
 """Packet verification is scoring like any other: packets are re-scored on
 the env's scoring path (the guard's limits; the scoring child process off the main thread),
 charged to the budget of the node that sent them, which its own completions share, and their
-timeouts counted. Whatever a node sends, a step costs at most about its budget, from any
-thread."""
+timeouts counted. Reading a packet's log-probs is charged the same way, after the checks that
+read only its question, and a sender's packets beyond its cap are never read. Whatever a node
+sends, a step costs at most about its budget, from any thread."""
 
 from __future__ import annotations
 
@@ -202,3 +203,116 @@ def test_a_round_budget_bounds_the_step_whatever_the_number_of_slow_senders(monk
         assert failures["timeout"] + failures["budget"] == packets * 4
         assert infos[a]["rejected_groups"] == packets
     assert sum(infos["node_0"]["scoring_failures"].values()) == 0
+
+
+# --- log-probs: read after the cheap checks, within the sender's budget ----------------------
+
+LOGPROBS = [[-0.5] * 3] * 4  # a short list per completion: what is counted is reads, not time
+
+
+def _read_log_probs(monkeypatch, seconds_each=0.0):
+    """The packets whose sender's log-probs the step reads, by id, as the schema reads them
+    (``parse_completion_fields`` on the lists the sender sent; a re-read of the arrays already
+    parsed is not counted). A read moves the clock that charges it by ``seconds_each``."""
+    from sapo_env.defenses import packet_schema, publication
+
+    read, names, now = [], {}, [0.0]
+    real = packet_schema.parse_completion_fields
+
+    def spy(logprobs, *args, **kwargs):
+        if id(logprobs) in names:
+            read.append(names[id(logprobs)])
+            now[0] += seconds_each
+        return real(logprobs, *args, **kwargs)
+
+    def with_log_probs(group, name):
+        logprobs = [list(lp) for lp in LOGPROBS]
+        names[id(logprobs)] = name
+        return {**group, "id": name, "logprobs": logprobs}
+
+    monkeypatch.setattr(packet_schema, "parse_completion_fields", spy)
+    monkeypatch.setattr(publication, "monotonic", lambda: now[0], raising=False)
+    return read, with_log_probs
+
+
+def _attacked_round(monkeypatch, forge, **settings):
+    """Round 0 plain, then round 1 with node_2 sending ``forge(group)`` in place of each of its
+    groups: round 1's infos, and node_2's packet fates."""
+    monkeypatch.setitem(transport_attacks.TRANSPORT_ATTACKS, "forge_rewards",
+                        lambda group, extract, eps: [group] if group["round"] < 1
+                        else forge(group))
+    env = sapo_env.parallel_env(**{**SETTINGS, **settings})
+    observations, _ = env.reset(seed=0)
+    observations, *_ = env.step(_actions(observations))
+    _, _, _, _, infos = env.step(_actions(observations))
+    return infos, [p for p in env.last_packets if p.sender == "node_2"]
+
+
+def test_packets_refused_by_the_cheap_checks_never_have_their_log_probs_read(monkeypatch):
+    """node_2 sends its first group, then a copy of it (``duplicate``) and a packet for a
+    question it was not dealt (``not_dealt``), both with log-probs; in place of its other
+    groups, a true copy with log-probs. Only those copies' log-probs are read; they are
+    pooled with them."""
+    read, with_log_probs = _read_log_probs(monkeypatch)
+
+    def forge(group):
+        if not group["id"].endswith("/q0"):
+            return [with_log_probs(group, f"{group['id']}/copy")]
+        elsewhere = {**group["ref"], "index": group["ref"]["index"] + 10_000}
+        return [group, with_log_probs(group, "duplicate"),
+                {**with_log_probs(group, "not_dealt"), "ref": elsewhere}]
+
+    infos, fates = _attacked_round(monkeypatch, forge, node_score_budget=None)
+    status = {p.group["id"]: p.status for p in fates}
+    copies = [i for i in status if i.endswith("/copy")]
+    assert status["duplicate"] == "duplicate" and status["not_dealt"] == "not_dealt"
+    assert len(copies) == 3 and all(status[i] == "accepted" for i in copies)
+    assert sorted(read) == sorted(copies)  # read once each; the refused ones never
+    pooled = [p.group for p in fates if p.accepted and p.group["id"] in copies]
+    assert all(np.array_equal(lp, LOGPROBS[0]) for g in pooled for lp in g["logprobs"])
+    assert infos["node_2"]["rejected_groups"] == 2
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_reading_log_probs_stops_when_the_senders_budget_is_spent(monkeypatch, verify):
+    """Under a round budget of 3 s each of the 3 nodes has 1 s. node_2 sends 8 true copies of
+    each of its 4 groups, with log-probs; each read costs 0.25 s on the clock that charges it:
+    4 are read, then its budget is spent and the other 28 are refused unread
+    (``scoring_timeout``, their completions counted under ``budget``), however many it sends.
+    With verification the 4 it read find no budget left to be re-scored; without, they pass."""
+    read, with_log_probs = _read_log_probs(monkeypatch, seconds_each=0.25)
+    infos, fates = _attacked_round(
+        monkeypatch, lambda g: [with_log_probs(g, f"{g['id']}/c{k}") for k in range(8)],
+        node_score_budget=None, round_score_budget=3.0, verify_packets=verify)
+    assert len(fates) == 32 and len(read) == 4
+    unread = [p for p in fates if p.group["id"] not in read]
+    assert {p.status for p in unread} == {"scoring_timeout"}
+    assert all("logprobs" not in p.group for p in unread)
+    assert {p.status for p in fates if p.group["id"] in read} \
+        == ({"scoring_timeout"} if verify else {"accepted"})
+    assert infos["node_2"]["scoring_failures"]["budget"] == (32 if verify else 28) * 4
+    for a in ("node_0", "node_1"):
+        assert infos[a]["rejected_groups"] == 0
+        assert sum(infos[a]["scoring_failures"].values()) == 0
+
+
+def test_a_senders_packets_beyond_its_cap_are_refused_unread(monkeypatch):
+    """The cap is ``MAX_PACKETS_PER_QUESTION`` packets for each question a sender was dealt:
+    node_2, dealt 4, sends 100 copies of each of its groups (400, with log-probs), without
+    verification or budget. The first 256 are read (and pooled: nothing else checks them
+    here); the other 144 are refused unread (``too_many``: no group, no repr), counted
+    against node_2."""
+    from sapo_env.defenses import publication
+
+    read, with_log_probs = _read_log_probs(monkeypatch)
+    infos, fates = _attacked_round(
+        monkeypatch, lambda g: [with_log_probs(g, f"{g['id']}/c{k}") for k in range(100)],
+        node_score_budget=None, verify_packets=False)
+    cap = 64 * 4
+    assert len(fates) == 400
+    assert {p.status for p in fates[:cap]} == {"accepted"}
+    assert read == [p.group["id"] for p in fates[:cap]]
+    assert all(p.status == "too_many" and p.group is None and p.raw is None
+               for p in fates[cap:])
+    assert infos["node_2"]["rejected_groups"] == 400 - cap
+    assert getattr(publication, "MAX_PACKETS_PER_QUESTION", None) == 64

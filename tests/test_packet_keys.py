@@ -78,3 +78,27 @@ def test_question_keys_name_the_config():
     assert key == question_key({"source": "node_1", "ref": {**ref, "config": {"a": [2], "b": 1}}})
     assert key != question_key({"source": "node_1", "ref": {**ref, "config": {}}})
     assert key != question_key({"source": "node_2", "ref": ref})
+
+
+def test_the_cheap_verdicts_refuse_what_verdicts_refuses_without_scoring(monkeypatch):
+    """``cheap_verdicts`` reads only each packet's question: node_0's real group (the env's
+    own), a copy of it, a packet for a question node_0 was not dealt and a value with no
+    question get ``None``, ``duplicate``, ``not_dealt`` and ``malformed`` without a single
+    completion scored, the same reasons ``verdicts`` gives; a true packet passes them, and
+    ``verdicts`` re-scores it alone."""
+    env, before, after = _played()
+    real = next(g for g in after["node_1"]["pool"] if g["source"] == "node_0")
+    other = next(g for g in after["node_0"]["pool"] if g["source"] == "node_1")
+    dealt = {a: [q["ref"] for q in o["questions"]] for a, o in before.items()}
+    copy = {**real, "id": real["id"] + "/copy"}
+    elsewhere = {**real, "id": real["id"] + "/elsewhere",
+                 "ref": {**real["ref"], "index": real["ref"]["index"] + 10_000}}
+    groups = [real, copy, elsewhere, "junk", other]
+    verifier = PacketVerifier(env.config)
+    scored = []
+    score = verifier._scoring.score
+    monkeypatch.setattr(verifier._scoring, "score",
+                        lambda drawn, *rest: scored.append(len(drawn)) or score(drawn, *rest))
+    cheap = verifier.cheap_verdicts(groups, trusted=[real], dealt=dealt)
+    assert cheap == [None, "duplicate", "not_dealt", "malformed", None] and scored == []
+    assert verifier.verdicts(groups, trusted=[real], dealt=dealt) == cheap and scored == [1]

@@ -91,21 +91,23 @@ def admit(sent: Sequence[tuple[str, Any]], built: Sequence[Group], round_: int,
 
 
 def receive_each(sent: Sequence[tuple[str, Any]], built: Sequence[Group], round_: int,
-                 config: SwarmConfig) -> list[Group | str]:
+                 config: SwarmConfig, token_fields: bool = True) -> list[Group | str]:
     """What each of :func:`admit`'s ``(sender, value)`` packets becomes, in order: the env's own
     groups (``built``, by identity) unchanged when their sender is their source, every other
-    value through :func:`receive` (a validated group, or the reason it is refused)."""
+    value through :func:`receive` (a validated group, or the reason it is refused;
+    ``token_fields`` as there)."""
     own = {id(g) for g in built}
     return [value if id(value) in own and value["source"] == sender
-            else receive(sender, value, round_, config) for sender, value in sent]
+            else receive(sender, value, round_, config, token_fields) for sender, value in sent]
 
 
-def receive(sender: str, value: Any, round_: int, config: SwarmConfig) -> Group | str:
-    """``value`` sent by ``sender`` as a validated ``Group`` (see :func:`parse_packet`), or the
-    reason (of ``ADMIT_REASONS``) it is rejected: a schema reason, or ``"impersonation"`` when
-    the ``source`` it claims is not ``sender``."""
+def receive(sender: str, value: Any, round_: int, config: SwarmConfig,
+            token_fields: bool = True) -> Group | str:
+    """``value`` sent by ``sender`` as a validated ``Group`` (see :func:`parse_packet`, and its
+    ``token_fields``), or the reason (of ``ADMIT_REASONS``) it is rejected: a schema reason, or
+    ``"impersonation"`` when the ``source`` it claims is not ``sender``."""
     group = parse_packet(value, round_, config.completions_per_question,
-                         config.max_completion_chars)
+                         config.max_completion_chars, token_fields)
     if isinstance(group, str) or group["source"] == sender:
         return group
     return "impersonation"
@@ -117,18 +119,48 @@ class _Rejected(Exception):
 
 
 def parse_packet(value: Any, round_: int, completions_per_question: int,
-                 max_completion_chars: int) -> Group | str:
+                 max_completion_chars: int, token_fields: bool = True) -> Group | str:
     """``value`` as a validated ``Group`` stamped with ``round_``, or the reason
-    (``"malformed"`` or ``"oversized"``) it is rejected."""
+    (``"malformed"`` or ``"oversized"``) it is rejected. With ``token_fields`` False the
+    sender's ``logprobs`` and ``token_ids`` (the costly fields to read) are left unread and out
+    of the group: only whether the packet may carry them is checked, and
+    :func:`parse_token_fields` reads them later, if the packet gets that far."""
     try:
-        return _parse(value, round_, completions_per_question, max_completion_chars)
+        return _parse(value, round_, completions_per_question, max_completion_chars,
+                      token_fields)
     except _Rejected as rejected:
         return rejected.reason
     except Exception:  # noqa: BLE001 (a hostile mapping or sequence may raise anything)
         return "malformed"
 
 
-def _parse(value: Any, round_: int, length: int, max_chars: int) -> Group:
+def has_token_fields(value: Any) -> bool:
+    """Whether ``value`` (a packet :func:`parse_packet` passed) carries ``logprobs`` or
+    ``token_ids``; True for one that cannot say (:func:`parse_token_fields` refuses it)."""
+    try:
+        return not set(LOGPROB_FIELDS).isdisjoint(value.keys())
+    except Exception:  # noqa: BLE001 (a hostile mapping may raise anything)
+        return True
+
+
+def parse_token_fields(value: Any, completions_per_question: int, max_completion_chars: int
+                       ) -> dict[str, Any] | str:
+    """The ``logprobs`` (and ``token_ids``) of ``value``, a packet :func:`parse_packet` passed
+    without them, as the fields to add to its group (none if it carries none), or the reason
+    (``"malformed"`` or ``"oversized"``) it is rejected. Its keys are read again, and checked
+    again: a mapping need not answer twice the same."""
+    try:
+        present = set(value.keys()) - GROUP_FIELDS
+        if not present <= set(LOGPROB_FIELDS) or present == {"token_ids"}:
+            return "malformed"
+        return _token_fields(value, present, completions_per_question, max_completion_chars)
+    except _Rejected as rejected:
+        return rejected.reason
+    except Exception:  # noqa: BLE001 (a hostile mapping or sequence may raise anything)
+        return "malformed"
+
+
+def _parse(value: Any, round_: int, length: int, max_chars: int, token_fields: bool) -> Group:
     if type(value) is not dict and not isinstance(value, Mapping):
         raise _Rejected("malformed")
     keys = set(value.keys())
@@ -147,7 +179,7 @@ def _parse(value: Any, round_: int, length: int, max_chars: int) -> Group:
         "completions": tuple(_text(c, max_chars) for c in completions),
         "rewards": _floats(value["rewards"], length),
         "advantages": _floats(value["advantages"], length),
-        **_token_fields(value, optional, length, max_chars),
+        **(_token_fields(value, optional, length, max_chars) if token_fields else {}),
     }
 
 

@@ -41,7 +41,10 @@ the budget of the node that sent the packet: ``SwarmConfig.node_score_budget`` i
 for all of a node's scoring in a round, its completions first, then its packets
 (:meth:`PacketVerifier.screen`'s ``spent``). Its packets' scoring failures count in its
 ``infos[node]["scoring_failures"]``. However many slow packets a node sends, they cost the
-round at most its budget (plus the kill grace in a child process).
+round at most its budget (plus the kill grace in a child process). The checks that read only
+a packet's question, ``not_dealt`` and ``duplicate``, are also
+:meth:`PacketVerifier.cheap_verdicts`: the env runs them before it reads a packet's
+log-probs, which it charges to the same budget (:mod:`sapo_env.defenses.publication`).
 
 ``SwarmConfig.verify_packets`` (on by default) runs it on every group on its way into the pool
 and drops the rejected ones; ``infos[node]["rejected_groups"]`` counts a publisher's rejected
@@ -219,17 +222,19 @@ class PacketVerifier:
                 rejected[str(_claimed_source(group))] += 1
         return accepted, rejected
 
-    def verdicts(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
-                 already: Iterable[Group] = (),
-                 dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None = None, *,
-                 spent: dict[str, float] | None = None,
-                 failures: dict[str, dict[str, int]] | None = None) -> list[str | None]:
-        """:meth:`screen`'s verdict on each group, in order: None when it passes, else the
-        reason (of ``REJECT_REASONS``) it is rejected."""
+    def cheap_verdicts(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
+                       already: Iterable[Group] = (),
+                       dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None = None
+                       ) -> list[str | None]:
+        """The checks that read nothing but a group's question (its ``source`` and ``ref``),
+        with :meth:`verdicts`' arguments: each group's ``duplicate`` or ``not_dealt`` (or
+        ``malformed`` for a packet with no question to read), or None for one that passes
+        them. The ``trusted`` groups are screened first, and only for copies. A packet they
+        refuse is refused by :meth:`verdicts` too, so a receiver may drop it before reading
+        the rest of it."""
         trusted_ids = {id(g) for g in trusted}
         if dealt is not None:
             dealt = {a: {ref_key(r) for r in refs} for a, refs in dealt.items()}
-        senders = [_claimed_source(g) for g in groups]
         keys = [_key_or_none(g) for g in groups]
         seen = {question_key(g) for g in already}
         reasons: list[str | None] = [None] * len(groups)
@@ -237,7 +242,6 @@ class PacketVerifier:
             if id(group) in trusted_ids:
                 reasons[k] = "duplicate" if keys[k] in seen else None
                 seen.add(keys[k])
-        claims = []  # the others that pass the cheap checks, re-scored together
         for k, (group, key) in enumerate(zip(groups, keys)):
             if id(group) in trusted_ids:
                 continue
@@ -245,7 +249,28 @@ class PacketVerifier:
                 reasons[k] = "duplicate"
             elif dealt is not None and (key is None or key[1:] not in dealt.get(key[0], ())):
                 reasons[k] = "not_dealt" if key is not None else "malformed"
-            elif isinstance(claim := self._derive(group), str):
+        return reasons
+
+    def verdicts(self, groups: Sequence[Group], trusted: Iterable[Group] = (),
+                 already: Iterable[Group] = (),
+                 dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None = None, *,
+                 spent: dict[str, float] | None = None,
+                 failures: dict[str, dict[str, int]] | None = None) -> list[str | None]:
+        """:meth:`screen`'s verdict on each group, in order: None when it passes, else the
+        reason (of ``REJECT_REASONS``) it is rejected. The :meth:`cheap_verdicts` first;
+        the groups they pass (bar the ``trusted``) are re-derived and re-scored."""
+        trusted = list(trusted)
+        already = list(already)
+        reasons = self.cheap_verdicts(groups, trusted, already, dealt)
+        trusted_ids = {id(g) for g in trusted}
+        seen = {question_key(g) for g in already} | {
+            _key_or_none(g) for g in groups if id(g) in trusted_ids}
+        senders = [_claimed_source(g) for g in groups]
+        claims = []  # the others that pass the cheap checks, re-scored together
+        for k, group in enumerate(groups):
+            if reasons[k] is not None or id(group) in trusted_ids:
+                continue
+            if isinstance(claim := self._derive(group), str):
                 reasons[k] = claim
             else:
                 claims.append((k, claim))
@@ -253,9 +278,10 @@ class PacketVerifier:
                                  {} if spent is None else spent,
                                  {} if failures is None else failures)
         for (k, _), verdict in zip(claims, verdicts):  # in order: the first true one is kept
-            reasons[k] = "duplicate" if verdict is None and keys[k] in seen else verdict
+            key = _key_or_none(groups[k])
+            reasons[k] = "duplicate" if verdict is None and key in seen else verdict
             if verdict is None:
-                seen.add(keys[k])
+                seen.add(key)
         return reasons
 
 

@@ -9,6 +9,17 @@ what passed with the verifier when ``SwarmConfig.verify_packets`` is on
 :func:`publish_round` is that pipeline; it returns the rejections counted by sender (what
 ``infos[node]["rejected_groups"]`` and reputation read) and a :class:`PacketFate` per packet.
 
+**What a flood costs.** The checks run cheapest first, so that a packet is refused before
+its costly parts are read: the cap on each sender's packets (:data:`MAX_PACKETS_PER_QUESTION`
+for each question it was dealt; the rest are refused unread), the schema and the sender check
+without the sender's log-probs, the verifier's checks on the question alone (``not_dealt``,
+``duplicate``); then the log-probs of what still stands (parsing a packet's lists costs
+milliseconds), then re-derivation and re-scoring. Reading log-probs is charged to the sender's
+scoring budget (``SwarmConfig.scoring_budget``) like re-scoring its packets, and once that is
+spent its packets that carry them are refused unread (``scoring_timeout``), so a flood of any
+size costs a step at most its senders' budgets (the round's ``round_score_budget``), plus one
+packet's parsing per sender.
+
 **The fates of the last step** are ``SwarmEnv.last_packets`` (empty before the first step and
 after a reset): one :class:`PacketFate` per packet sent in the round just played, in the order
 sent. It is what a pool recorder reads (:mod:`sapo_env.runtime.pool_dataset` writes it as a
@@ -36,21 +47,31 @@ from __future__ import annotations
 
 import reprlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from sapo_env.config import SwarmConfig
-from sapo_env.defenses.packet_schema import receive_each
+from sapo_env.defenses.packet_schema import has_token_fields, parse_token_fields, receive_each
 from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.transport_attacks import tamper
 from sapo_env.pool import SharedPool
 from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.scoring.guard import no_failures
 from sapo_env.types import Group
 
 ACCEPTED = "accepted"
 """The status of a packet the pool took; any other status is the reason it was refused (of
 ``packet_schema.ADMIT_REASONS`` or ``packets.REJECT_REASONS``)."""
+TOO_MANY = "too_many"
+"""The status of a packet beyond its sender's cap (:data:`MAX_PACKETS_PER_QUESTION`),
+refused unread."""
+MAX_PACKETS_PER_QUESTION = 64
+"""Packets a node may send a round for each question it was dealt that round: an honest node
+sends one (its group); the packets beyond, in the order sent, are refused unread
+(:data:`TOO_MANY`) and counted against it. The cap bounds what a flood costs a receiver
+before any check: reading each packet's fields."""
 RAW_CHARS = 200
 """Longest :attr:`PacketFate.raw`: a packet the schema could not read is kept as this much of
 its ``repr``, never as the object that was sent."""
@@ -66,16 +87,18 @@ class PacketFate:
     sender: str
     """The node the transport got it from (whatever ``source`` it claims)."""
     status: str
-    """``"accepted"`` (:data:`ACCEPTED`) or the reason it was refused: ``"malformed"``,
-    ``"oversized"``, ``"impersonation"`` (the schema and the sender check), ``"rewards"``,
-    ``"not_dealt"``, ``"duplicate"``, ... (the verifier's ``REJECT_REASONS``)."""
+    """``"accepted"`` (:data:`ACCEPTED`) or the reason it was refused: ``"too_many"`` (the
+    cap), ``"malformed"``, ``"oversized"``, ``"impersonation"`` (the schema and the sender
+    check), ``"rewards"``, ``"not_dealt"``, ``"duplicate"``, ``"scoring_timeout"``, ... (the
+    verifier's ``REJECT_REASONS``, and ``scoring_timeout`` for log-probs left unread)."""
     group: Group | None
     """The packet as a validated group wherever the schema and the sender check passed it
-    (accepted, or refused by the verifier: its rewards and advantages are then what it
-    claimed); the pool's own read-only record when accepted. None when refused before."""
+    (accepted, or refused after: its rewards and advantages are then what it claimed, and it
+    has its sender's log-probs only if they were read, never when it was refused before
+    that); the pool's own read-only record when accepted. None when refused before."""
     raw: str | None = None
-    """Only where ``group`` is None: at most ``RAW_CHARS`` of the ``repr`` of what was sent
-    (:func:`safe_repr`), for the record; never parsed."""
+    """Only where ``group`` is None, but for ``"too_many"`` (None): at most ``RAW_CHARS`` of
+    the ``repr`` of what was sent (:func:`safe_repr`), for the record; never parsed."""
 
     @property
     def accepted(self) -> bool:
@@ -101,24 +124,75 @@ def publish_round(built: Sequence[Group], round_: int, config: SwarmConfig, pool
                   ) -> tuple[Counter, tuple[PacketFate, ...]]:
     """Send ``built`` (the groups the env built to share this round, in order), pool those that
     pass; the rejected packets counted by sender, and every packet's fate in the order sent.
-    ``dealt``: each node's refs of this round's questions (the verifier's ``not_dealt``);
-    re-scoring a packet is charged to its sender's ``spent`` and ``failures``."""
+    ``dealt``: each node's refs of this round's questions (the packet cap, and the verifier's
+    ``not_dealt``); reading a packet's log-probs and re-scoring it are charged to its sender's
+    ``spent`` and ``failures``."""
     sent = tamper(built, config.adversaries, extract, config.advantage_eps)
-    received = receive_each(sent, built, round_, config)
-    readable = [k for k, g in enumerate(received) if not isinstance(g, str)]
+    within = _within_cap(sent, dealt)
+    read = iter(receive_each([p for p, ok in zip(sent, within) if ok], built, round_, config,
+                             token_fields=False))
+    received = [next(read) if ok else TOO_MANY for ok in within]
     reasons: list[str | None] = [g if isinstance(g, str) else None for g in received]
+    staying = [g for g in pool.groups if pool.in_window(g["round"], round_)]
+    if verifier is not None:  # first the checks that cost nothing, then the log-probs
+        _judge(reasons, received, lambda groups: verifier.cheap_verdicts(
+            groups, built, staying, dealt))
+    _read_token_fields(sent, received, reasons, config, spent, failures)
     if verifier is not None:
-        staying = [g for g in pool.groups if pool.in_window(g["round"], round_)]
-        verdicts = verifier.verdicts([received[k] for k in readable], built, staying, dealt,
-                                     spent=spent, failures=failures)
-        for k, verdict in zip(readable, verdicts):
-            reasons[k] = verdict
-    pool.publish(round_, [received[k] for k in readable if reasons[k] is None])
+        _judge(reasons, received, lambda groups: verifier.verdicts(
+            groups, built, staying, dealt, spent=spent, failures=failures))
+    pool.publish(round_, [g for g, reason in zip(received, reasons) if reason is None])
     # counted as admit, then screen, counted them: schema refusals first, in order sent
     rejected = Counter(sender for (sender, _), g in zip(sent, received) if isinstance(g, str))
-    rejected.update(sent[k][0] for k in readable if reasons[k] is not None)
+    rejected.update(sender for (sender, _), g, reason in zip(sent, received, reasons)
+                    if reason is not None and not isinstance(g, str))
     fates = tuple(
         PacketFate(sender, reason or ACCEPTED, None if isinstance(group, str) else group,
-                   safe_repr(value) if isinstance(group, str) else None)
+                   safe_repr(value) if isinstance(group, str) and group != TOO_MANY else None)
         for (sender, value), group, reason in zip(sent, received, reasons))
     return rejected, fates
+
+
+def _within_cap(sent: Sequence[tuple[str, Any]], dealt: Mapping[str, Sequence[Any]]
+                ) -> list[bool]:
+    """Per packet, whether it is within its sender's first ``MAX_PACKETS_PER_QUESTION`` times
+    as many packets as it was dealt questions this round (in the order sent)."""
+    counts: Counter = Counter()
+    within = []
+    for sender, _ in sent:
+        counts[sender] += 1
+        within.append(counts[sender] <= MAX_PACKETS_PER_QUESTION * len(dealt.get(sender, ())))
+    return within
+
+
+def _judge(reasons: list[str | None], received: Sequence[Group | str],
+           verdicts: Callable[[list[Group]], list[str | None]]) -> None:
+    """``verdicts`` on the packets no check has refused yet, written into ``reasons``."""
+    standing = [k for k, reason in enumerate(reasons) if reason is None]
+    for k, verdict in zip(standing, verdicts([received[k] for k in standing])):
+        reasons[k] = verdict
+
+
+def _read_token_fields(sent: Sequence[tuple[str, Any]], received: list[Group | str],
+                       reasons: list[str | None], config: SwarmConfig,
+                       spent: dict[str, float], failures: dict[str, dict[str, int]]) -> None:
+    """Read the log-probs (and token ids) of each packet still standing that carries them, in
+    the order sent, into its group in ``received``, each charged to its sender's scoring budget
+    (``config.scoring_budget``, its ``spent``): once that is spent, its packets that carry them
+    are refused unread (``scoring_timeout``, their completions counted in its ``failures``
+    under ``budget``), as re-scoring refuses the packets it has no time left for."""
+    budget, length = config.scoring_budget, config.completions_per_question
+    for k, ((sender, value), group) in enumerate(zip(sent, received)):
+        if reasons[k] is not None or group is value or not has_token_fields(value):
+            continue  # refused, the env's own group (read when it was built), or none to read
+        if budget is not None and spent.get(sender, 0.0) >= budget:
+            reasons[k] = "scoring_timeout"
+            failures.setdefault(sender, no_failures())["budget"] += length
+            continue
+        started = monotonic()
+        fields = parse_token_fields(value, length, config.max_completion_chars)
+        spent[sender] = spent.get(sender, 0.0) + monotonic() - started
+        if isinstance(fields, str):
+            reasons[k] = fields
+        else:
+            received[k] = {**group, **fields}  # type: ignore[dict-item]
