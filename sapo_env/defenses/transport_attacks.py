@@ -91,8 +91,8 @@ Attacks (``TRANSPORT_ATTACK_NAMES``: the per-group ``TRANSPORT_ATTACKS``, then t
     charged to the name a packet claims, reputation sampling would turn against the victim
     (the red team's 1,000 a round took ``node_0`` from 127 groups taken by others to 0 in 30
     rounds) while the framer kept a clean record. Stopped by the sender check: every packet is
-    refused (``malformed`` or ``impersonation``) and charged to the framer, whose reputation
-    then drops instead.
+    refused (``malformed``, ``impersonation``, or ``too_many`` past the framer's packet cap)
+    and charged to the framer, whose reputation then drops instead.
 
 **The hook** (an explicit interface, called by the env once a round): :func:`tamper` gets
 every group the env built to publish this round, in publication order, and sends in place of
