@@ -16,7 +16,7 @@ $(VENV)/.core: pyproject.toml
 
 # Everything the tests touch: the LM agent (torch, transformers, peft), plots, the reports'
 # statistics (scipy), TensorBoard, Ray,
-# the pool dataset (datasets), W&B (offline in the tests) and the served node's client (openai;
+# the pool dataset (datasets), W&B (offline in the tests) and the served node's client (httpx2;
 # its tests against a real server need .served below).
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
@@ -25,7 +25,7 @@ $(VENV)/.dev: $(VENV)/.core
 	touch $@
 
 # The served node's local server, for tests/test_served.py's slow tests, examples/served_swarm.py
-# and benchmarks/bench_served.py: the `served` extra (openai) and llama-cpp-python's
+# and benchmarks/bench_served.py: the `served` extra (httpx2) and llama-cpp-python's
 # OpenAI-compatible server, compiled from source (it has no wheels: BENCHMARKS.md, "Building the
 # local llama.cpp server", gives the build time). Not part of .dev: without it those tests skip.
 LLAMA_CPP ?= llama-cpp-python[server]==0.3.36

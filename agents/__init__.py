@@ -1,7 +1,7 @@
 """Reference agents for ``sapo_env``, and ratio policies (``agents.ratio``) that choose a node's J.
 
 Every agent has ``act(observation) -> action`` and ``learn(batch) -> dict | None``.
-Agents that need optional dependencies (torch for the language-model agent, openai for the
+Agents that need optional dependencies (torch for the language-model agent, httpx2 for the
 served one) are imported on first use, so ``import agents`` stays light; when their extra is
 missing, that import fails with a ``ModuleNotFoundError`` naming the package and
 ``pip install 'sapo-env[lm]'`` (or ``[served]``).
@@ -44,7 +44,7 @@ _LAZY = {
     "warm_start": "agents.tiny.warm_start",
     "load_tiny": "agents.tiny.warm_start",
     "read_report": "agents.tiny.warm_start",
-    # a node backed by an OpenAI-compatible server (the `served` extra: openai)
+    # a node backed by an OpenAI-compatible server (the `served` extra: httpx2)
     "ServedAgent": "agents.served",
     "ServedConfig": "agents.served",
 }

@@ -62,7 +62,7 @@ def smollm2_gguf() -> Path:
 def missing() -> str | None:
     """What a local served node lacks here, in one line (None: the server, its model and the
     client are installed)."""
-    wanted = {"openai": "pip install 'sapo-env[served]'",
+    wanted = {"httpx2": "pip install 'sapo-env[served]'",
               "llama_cpp": "make .venv/.served (builds llama-cpp-python[server])",
               "uvicorn": "pip install 'llama-cpp-python[server]'",
               "fastapi": "pip install 'llama-cpp-python[server]'",

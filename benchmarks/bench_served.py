@@ -17,7 +17,7 @@ ignores ``n``):
 - the whole round (both nodes act, ``env.step``, both learn) against the summed time of the
   same requests made directly (goal <= 1.2x);
 - the served node's own ``act`` + ``learn`` against the same sum;
-- the CPU time of this process (the client's work: requests, JSON, threads) and of the server
+- the CPU time of this process (the client's work: requests, JSON, the event loop) and of the server
   during the node's ``act`` and during the direct requests.
 
 ``--write`` replaces the "## Served node" section of BENCHMARKS.md (machine, date, load).
@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import httpx2
-import openai
 from benchmarks_md import machine, write_section
 
 import sapo_env
@@ -53,12 +52,14 @@ def server_cpu(pid: int) -> float:
 def measure(rounds: int, max_tokens: int, threads: int, concurrency: int) -> dict:
     sent: list[bytes] = []
     with LocalServer(smollm2_gguf(), n_threads=threads) as server:
-        record = {"request": [lambda request: sent.append(request.content)
-                              if request.url.path.endswith("/chat/completions") else None]}
-        client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0,
-                               timeout=120, http_client=httpx2.Client(event_hooks=record))
-        served = ServedAgent(server.base_url, server.alias, client=client, seed=0,
-                             config=ServedConfig(max_tokens=max_tokens,
+        async def record(request):
+            if request.url.path.endswith("/chat/completions"):
+                sent.append(request.content)
+
+        served = ServedAgent(server.base_url, server.alias, seed=0,
+                             http_client=lambda: httpx2.AsyncClient(
+                                 event_hooks={"request": [record]}),
+                             config=ServedConfig(max_tokens=max_tokens, max_retries=0,
                                                  max_concurrent_requests=concurrency))
         demo = DemonstratorAgent(seed=1)
         env = sapo_env.parallel_env(n=2, max_rounds=rounds + 1)

@@ -18,7 +18,7 @@ on a 2-core AMD EPYC at load 5.3-5.9 (warm starts cached; the server on 1 thread
 Any other server works unchanged: ``--base-url http://HOST:8000/v1 --model NAME`` (vLLM,
 sglang, Ollama, a hosted endpoint; the key from ``OPENAI_API_KEY``) skips the local server.
 
-Needs the lm extra (torch, transformers), the served extra (openai) and llama-cpp-python's
+Needs the lm extra (torch, transformers), the served extra (httpx2) and llama-cpp-python's
 server: ``make .venv/.served``. The first run warm-starts the two specialists (about 4
 minutes, cached in ``~/.cache/sapo-env``).
 

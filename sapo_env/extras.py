@@ -22,7 +22,7 @@ EXTRAS = {
     "torch": "lm", "transformers": "lm", "peft": "lm", "gguf": "lm", "accelerate": "lm",
     "stable_baselines3": "meta", "supersuit": "meta", "tensorboard": "meta",
     "ray": "ray", "matplotlib": "plot", "datasets": "data", "wandb": "wandb",
-    "openai": "served", "scipy": "stats",
+    "httpx2": "served", "scipy": "stats",
 }
 """Top-level module -> the extra that installs it (``pip install 'sapo-env[EXTRA]'``)."""
 

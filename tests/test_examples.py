@@ -92,8 +92,8 @@ def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp
 @pytest.mark.parametrize("script, blocked, argv, expected", [
     ("train_meta_agent.py", "supersuit", ["--help"],
      "train_meta_agent.py needs supersuit: pip install 'sapo-env[meta]'"),
-    ("served_swarm.py", "openai", ["--rounds", "1"],
-     "served_swarm.py: agents.served needs 'openai', which is not installed: "
+    ("served_swarm.py", "httpx2", ["--rounds", "1"],
+     "served_swarm.py: agents.served needs 'httpx2', which is not installed: "
      "pip install 'sapo-env[served]'"),
 ])
 def test_an_example_without_its_extra_says_what_to_install(script, blocked, argv, expected):

@@ -4,6 +4,8 @@ Two kinds of server: a real llama-cpp-python server on the offline SmolLM2 GGUF,
 the slow tests (skipped where llama_cpp, its server extra or the GGUF is missing), and a small
 HTTP server of the standard library that answers whatever bytes a test gives it, to put the
 node in front of what no honest server sends (malformed bodies, error statuses, a dead port).
+What a hostile server can cost (deadlines, the byte cap, retries, redirects, refusals):
+tests/test_served_limits.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("openai", reason="the served extra is not installed: "
+pytest.importorskip("httpx2", reason="the served extra is not installed: "
                     "pip install 'sapo-env[served]'")
 
 import sapo_env  # noqa: E402
@@ -123,9 +125,10 @@ def test_read_reply_cuts_long_text_to_the_env_limit():
     assert reply.texts == ["x" * 10, "y"] and reply.truncated == 1
 
 
-@pytest.mark.parametrize("field, value", [("temperature", -1), ("max_tokens", 0),
-                                          ("n_mode", "many"), ("timeout", 0),
-                                          ("max_concurrent_requests", 0), ("max_retries", -1)])
+@pytest.mark.parametrize("field, value", [
+    ("temperature", -1), ("max_tokens", 0), ("n_mode", "many"), ("timeout", 0),
+    ("timeout", float("inf")), ("max_concurrent_requests", 0), ("max_retries", -1),
+    ("round_timeout", 0), ("max_reply_bytes", 0), ("stop_run_on_refusal", "yes")])
 def test_config_names_the_bad_field(field, value):
     with pytest.raises(ValueError, match=f"{field} must be"):
         ServedConfig(**{field: value})
@@ -191,7 +194,7 @@ def test_requests_carry_the_chat_messages_and_sampling_and_seeds_repeat(canned):
     assert server.requests[2][1]["messages"] == [{"role": "user", "content": "0 + 1 = ?"}]
 
 
-def test_a_wrong_model_or_key_stops_the_run_in_one_line(canned):
+def test_a_wrong_model_or_key_is_refused_in_one_line(canned):
     server = canned(lambda request: (404, b'{"error": {"message": "no such model"}}'))
     with pytest.raises(ServerRefused) as error:
         agent(server.url).act(observation())
