@@ -99,11 +99,12 @@ def test_the_same_seed_gives_the_same_packets():
 
 
 # --- the dataset and the replay --------------------------------------------------------------
-def record(tmp_path, agents, name="pool", seed=0, **swarm):
+def record(tmp_path, agents, name="pool", seed=0, flush_bytes=None, **swarm):
     from sapo_env.runtime.pool_dataset import PoolDatasetCallback
 
     env = sapo_env.parallel_env(**{**SWARM, **swarm})
-    recorder = PoolDatasetCallback(tmp_path / name, flush_every=3)
+    recorder = PoolDatasetCallback(tmp_path / name, flush_every=3,
+                                   **({} if flush_bytes is None else {"flush_bytes": flush_bytes}))
     history = sapo_env.runtime.run(env, agents(env.possible_agents), seed=seed,
                                    callbacks=[recorder], progress=False)
     return history, tmp_path / name
@@ -234,6 +235,77 @@ def test_the_senders_log_probabilities_are_recorded_and_replayed(tmp_path):
     again, path_again = record(tmp_path, replayed, name="again")
     np.testing.assert_array_equal(again.rewards, history.rewards)
     assert load_pool_dataset(path_again).to_list() == pool.to_list()
+
+
+def packets_with_logprobs():
+    """One round's packets from a swarm whose node_2 sends per-token values: all accepted."""
+    env = sapo_env.parallel_env(**SWARM)
+    observations, _ = env.reset(seed=0)
+    nodes = {**demonstrators(env.agents), "node_2": WithLogprobs(0.5, num_external=2, seed=2)}
+    env.step({a: nodes[a].act(observations[a]) for a in env.agents})
+    return [p for p in env.last_packets if p.sender == "node_2"]
+
+
+def test_a_refused_packet_is_recorded_without_its_per_token_values(tmp_path):
+    pytest.importorskip("datasets", reason=NEEDS_DATASETS)
+    from sapo_env.defenses.publication import PacketFate
+    from sapo_env.runtime.pool_dataset import PoolDatasetCallback, load_pool_dataset
+
+    accepted = packets_with_logprobs()[0]
+    assert accepted.accepted and len(accepted.group["logprobs"]) == 4
+    refused = PacketFate(accepted.sender, "duplicate", accepted.group)
+    bare = {k: v for k, v in accepted.group.items() if k not in ("logprobs", "token_ids")}
+
+    def held(fates):  # the bytes a recorder holds after one round of these packets
+        recorder = PoolDatasetCallback(tmp_path / "held", flush_every=100)
+        recorder.add(0, fates)
+        return recorder.bytes_held
+
+    # a refused packet costs what it would without per-token values; an accepted one more
+    assert held([refused]) == held([PacketFate(accepted.sender, "duplicate", bare)])
+    assert held([accepted]) > held([refused])
+    recorder = PoolDatasetCallback(tmp_path / "pool", flush_every=100)
+    recorder.add(0, [accepted, refused])
+    recorder.close()
+    first, second = load_pool_dataset(tmp_path / "pool").to_list()
+    assert first["status"] == "accepted" and first["logprobs"][0][0] == -0.25
+    assert second["status"] == "duplicate" and second["completions"] == first["completions"]
+    assert second["logprobs"] is None and second["token_ids"] is None
+
+
+def test_the_recorder_writes_once_it_holds_flush_bytes(tmp_path):
+    pytest.importorskip("datasets", reason=NEEDS_DATASETS)
+    from sapo_env.runtime.pool_dataset import PoolDatasetCallback, load_pool_dataset
+
+    packets = packets_with_logprobs()
+    recorder = PoolDatasetCallback(tmp_path / "sizes", flush_every=100)
+    recorder.add(0, packets)
+    one_round = recorder.bytes_held  # the 2 packets with log-probs, as Arrow buffers
+    assert one_round > 4 * 4 * 5  # at least their float32 log-probs
+    recorder = PoolDatasetCallback(tmp_path / "pool", flush_every=100,
+                                   flush_bytes=2 * one_round + 1)
+    held = []
+    for round_ in range(5):
+        recorder.add(round_, packets)
+        held.append(recorder.bytes_held)
+    assert held == [one_round, 2 * one_round, 0, one_round, 2 * one_round]
+    assert recorder.files_written == 1
+    recorder.close()
+    files = sorted(p.name for p in (tmp_path / "pool").iterdir())
+    assert files == ["rounds-000000-000002.parquet", "rounds-000003-000004.parquet"]
+    rows = load_pool_dataset(tmp_path / "pool")  # nothing lost
+    assert rows["round"] == [r for r in range(5) for _ in packets]
+
+
+def test_a_run_flushed_by_bytes_records_every_round(tmp_path):
+    pytest.importorskip("datasets", reason=NEEDS_DATASETS)
+    from sapo_env.runtime.pool_dataset import load_pool_dataset
+
+    _, by_rounds = record(tmp_path, demonstrators)
+    _, by_bytes = record(tmp_path, demonstrators, name="by_bytes", flush_bytes=1)
+    assert sorted(p.name for p in by_bytes.iterdir()) == [
+        f"rounds-{r:06d}-{r:06d}.parquet" for r in range(4)]  # one file a round
+    assert load_pool_dataset(by_bytes).to_list() == load_pool_dataset(by_rounds).to_list()
 
 
 def test_the_docs_example_runs(tmp_path, monkeypatch):

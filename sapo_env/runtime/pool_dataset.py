@@ -3,9 +3,10 @@
 ``PoolDatasetCallback(path)`` records, every round, each packet the nodes sent to the pool and
 what became of it (``SwarmEnv.last_packets``, :mod:`sapo_env.defenses.publication`), and
 writes the rows as Parquet files ``path/rounds-<first>-<last>.parquet`` (one every
-``flush_every`` rounds, and at a checkpoint). ``load_pool_dataset(path)`` reads them back as a
-``datasets.Dataset`` to study, filter, or share (``dataset.push_to_hub(...)`` is yours to call);
-``agents.replay.ReplayAgent`` publishes a recorded node's groups again in a new run.
+``flush_every`` rounds, whenever the rows waiting in memory pass ``flush_bytes``, and at a
+checkpoint). ``load_pool_dataset(path)`` reads them back as a ``datasets.Dataset`` to study,
+filter, or share (``dataset.push_to_hub(...)`` is yours to call); ``agents.replay.ReplayAgent``
+publishes a recorded node's groups again in a new run.
 
 Columns (``features()``), one row per packet, in the order sent:
 
@@ -27,7 +28,8 @@ Columns (``features()``), one row per packet, in the order sent:
 ``rewards``       their verifier scores (a refused packet's: what it claimed)
 ``advantages``    their group-relative advantages (idem)
 ``logprobs``      per completion, the sender's per-token log-probabilities, where it sent them
-``token_ids``     per completion, those tokens' ids, where it sent them
+                  and the pool took the packet (a refused packet's are not kept)
+``token_ids``     per completion, those tokens' ids (idem)
 ``raw``           only for a packet the schema could not read (every group column None): at
                   most 200 characters of its ``repr``, never the object sent
 ================  ==========================================================================
@@ -66,6 +68,9 @@ SHARD_GLOB = "rounds-*.parquet"
 """The files a pool dataset folder holds (``load_pool_dataset`` reads them all)."""
 _SHARD = re.compile(r"rounds-(\d+)-(\d+)\.parquet")
 _GROUP_TEXT = ("id", "source", "task", "question", "system_prompt", "answer")
+FLUSH_BYTES = 256 * 2**20
+"""``PoolDatasetCallback``'s default ``flush_bytes``: the rows waiting in memory are written
+once they hold this many bytes (as Arrow buffers)."""
 
 
 def require_datasets() -> Any:
@@ -96,7 +101,9 @@ def features() -> Any:
 
 def packet_row(round_: int, fate: PacketFate, num_external: int | None = None
                ) -> dict[str, Any]:
-    """One packet as a row of the dataset (plain Python values)."""
+    """One packet as a row of the dataset: plain Python values, but ``logprobs`` and
+    ``token_ids`` as the group's own per-completion arrays (a list of them, not copied), and
+    None for a refused packet, whose per-token values are not kept."""
     g = fate.group
     row: dict[str, Any] = {"round": round_, "sender": fate.sender, "num_external": num_external,
                            "status": fate.status, "accepted": fate.accepted, "raw": fate.raw}
@@ -110,20 +117,28 @@ def packet_row(round_: int, fate: PacketFate, num_external: int | None = None
                 "seed": ref["seed"], "index": ref["index"]},
         "completions": list(g["completions"]), "rewards": g["rewards"].tolist(),
         "advantages": g["advantages"].tolist(),
-        "logprobs": _per_completion(g.get("logprobs")),
-        "token_ids": _per_completion(g.get("token_ids")),
+        "logprobs": _per_completion(g.get("logprobs"), fate.accepted),
+        "token_ids": _per_completion(g.get("token_ids"), fate.accepted),
     }
 
 
-def _per_completion(arrays: Sequence[Any] | None) -> list[list[Any]] | None:
-    return None if arrays is None else [a.tolist() for a in arrays]
+def _per_completion(arrays: Sequence[Any] | None, kept: bool) -> list[Any] | None:
+    return None if arrays is None or not kept else list(arrays)
+
+
+def to_table(rows: Sequence[Mapping[str, Any]], schema: Any = None) -> Any:
+    """Rows of :func:`packet_row` as a ``pyarrow.Table`` of the dataset's columns (``schema``:
+    ``features().arrow_schema``, computed when not given), its ``datasets.Features`` in its
+    metadata."""
+    import pyarrow  # with datasets, always
+
+    schema = features().arrow_schema if schema is None else schema
+    return pyarrow.Table.from_pylist(list(rows), schema=schema)
 
 
 def to_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
     """Rows of :func:`packet_row` as an in-memory ``datasets.Dataset``."""
-    columns = features()
-    return require_datasets().Dataset.from_dict(
-        {name: [row[name] for row in rows] for name in columns}, features=columns)
+    return require_datasets().Dataset(to_table(rows))
 
 
 def shard_paths(path: str | Path) -> list[Path]:
@@ -152,15 +167,29 @@ class PoolDatasetCallback(Callback):
             there; one resumed from a checkpoint at round r keeps those of rounds before r.
         flush_every: rounds between writes (the rows of at most that many rounds wait in
             memory; a checkpoint writes them too, so a resumed run loses none).
+        flush_bytes: the rows waiting in memory are written as soon as they hold this many
+            bytes (``bytes_held``), whatever ``flush_every`` says; so they hold at most
+            ``flush_bytes`` plus one round's packets.
+
+    The rows wait in memory as Arrow tables (the per-token log-probabilities as float32, the
+    ids as int32), one per round; a refused packet's row keeps no per-token values.
     """
 
-    def __init__(self, path: str | Path = "pool", flush_every: int = 100):
+    def __init__(self, path: str | Path = "pool", flush_every: int = 100,
+                 flush_bytes: int = FLUSH_BYTES):
         require_datasets()  # fail here, not at the first write
         check_int("flush_every", flush_every, 1)
+        check_int("flush_bytes", flush_bytes, 1)
         self.path = Path(path)
         self.flush_every = flush_every
+        self.flush_bytes = flush_bytes
+        self.bytes_held = 0
+        """Bytes of the rows recorded since the last write (their Arrow buffers)."""
+        self.files_written = 0
+        """Parquet files this recorder has written."""
+        self._schema = features().arrow_schema
         self._env: Any = None
-        self._rows: list[dict[str, Any]] = []
+        self._tables: list[Any] = []  # one pyarrow.Table per round since the last write
         self._rounds: list[int] = []  # rounds recorded since the last write
         self._written = False
 
@@ -183,23 +212,31 @@ class PoolDatasetCallback(Callback):
     def add(self, round_: int, packets: Iterable[PacketFate],
             num_external: Mapping[str, int | None] | None = None) -> None:
         """Record the packets of round ``round_`` (``num_external``: each sender's J in force,
-        where known); every ``flush_every`` rounds they are written."""
+        where known); every ``flush_every`` rounds, or once ``bytes_held`` reaches
+        ``flush_bytes``, the rows recorded so far are written."""
         j = num_external or {}
-        self._rows += [packet_row(round_, p, j.get(p.sender)) for p in packets]
+        table = to_table([packet_row(round_, p, j.get(p.sender)) for p in packets],
+                         self._schema)
+        self._tables.append(table)
         self._rounds.append(round_)
-        if (round_ + 1) % self.flush_every == 0:
+        self.bytes_held += table.nbytes
+        if (round_ + 1) % self.flush_every == 0 or self.bytes_held >= self.flush_bytes:
             self.flush()
 
     def flush(self) -> None:
         """Write the rows recorded since the last write (if any) to one Parquet file."""
         if not self._rounds:
             return
+        import pyarrow
         import pyarrow.parquet  # with datasets, always
 
         self.path.mkdir(parents=True, exist_ok=True)
         name = f"rounds-{min(self._rounds):06d}-{max(self._rounds):06d}.parquet"
-        pyarrow.parquet.write_table(to_dataset(self._rows).data.table, self.path / name)
-        self._rows, self._rounds, self._written = [], [], True
+        table = pyarrow.concat_tables(self._tables) if self._tables \
+            else self._schema.empty_table()
+        pyarrow.parquet.write_table(table, self.path / name)
+        self._tables, self._rounds, self._written, self.bytes_held = [], [], True, 0
+        self.files_written += 1
 
     def close(self) -> None:
         """Write what is left; a run that recorded no round still leaves an empty file, so the
@@ -221,5 +258,5 @@ class PoolDatasetCallback(Callback):
         self.close()
 
 
-__all__ = ["PoolDatasetCallback", "features", "load_pool_dataset", "packet_row",
-           "require_datasets", "to_dataset"]
+__all__ = ["FLUSH_BYTES", "PoolDatasetCallback", "features", "load_pool_dataset", "packet_row",
+           "require_datasets", "to_dataset", "to_table"]
