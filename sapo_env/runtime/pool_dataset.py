@@ -4,9 +4,10 @@
 what became of it (``SwarmEnv.last_packets``, :mod:`sapo_env.defenses.publication`), and
 writes the rows as Parquet files ``path/rounds-<first>-<last>.parquet`` (one every
 ``flush_every`` rounds, whenever the rows waiting in memory pass ``flush_bytes``, and at a
-checkpoint). ``load_pool_dataset(path)`` reads them back as a ``datasets.Dataset`` to study,
-filter, or share (``dataset.push_to_hub(...)`` is yours to call); ``agents.replay.ReplayAgent``
-publishes a recorded node's groups again in a new run.
+checkpoint). ``load_pool_dataset(path)`` checks them (:mod:`sapo_env.runtime.pool_files`) and
+reads them back as a ``datasets.Dataset`` to study, filter, or share (``dataset.push_to_hub(...)``
+is yours to call); ``agents.replay.ReplayAgent`` publishes a recorded node's groups again in a
+new run.
 
 Columns (``features()``), one row per packet, in the order sent:
 
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from sapo_env.defenses.publication import PacketFate
+from sapo_env.runtime.pool_files import PoolLimits, check_files
 from sapo_env.runtime.records import Callback, History, RoundRecord
 from sapo_env.validation import check_int
 
@@ -147,16 +149,24 @@ def shard_paths(path: str | Path) -> list[Path]:
     return sorted(p for p in Path(path).glob(SHARD_GLOB) if _SHARD.fullmatch(p.name))
 
 
-def load_pool_dataset(path: str | Path, **kwargs: Any) -> Any:
+def load_pool_dataset(path: str | Path, limits: PoolLimits | None = None, **kwargs: Any
+                      ) -> Any:
     """Every row a ``PoolDatasetCallback`` wrote to ``path``, as one ``datasets.Dataset``
-    (``kwargs`` go to ``datasets.Dataset.from_parquet``, e.g. ``cache_dir``). The same as
-    ``datasets.load_dataset("parquet", data_files=f"{path}/rounds-*.parquet",
-    split="train")``."""
+    (``kwargs`` go to ``datasets.Dataset.from_parquet``, e.g. ``cache_dir``): what
+    ``datasets.load_dataset("parquet", data_files=f"{path}/rounds-*.parquet", split="train")``
+    reads, once every file has passed :func:`sapo_env.runtime.pool_files.check_files` under
+    ``limits`` (``PoolLimits()`` when None). A file that does not (other columns or types,
+    a value longer than a packet may carry, more bytes decoded than ``limits.max_expansion``
+    times its size) raises ``ValueError`` naming the file and the field, before anything is
+    cached."""
     files = shard_paths(path)
     if not files:
         raise FileNotFoundError(f"no {SHARD_GLOB} in {path}: is it a PoolDatasetCallback's "
                                 "folder, and did its run end (or flush)?")
-    return require_datasets().Dataset.from_parquet([str(f) for f in files], **kwargs)
+    columns = features()
+    check_files(files, columns.arrow_schema, limits or PoolLimits())
+    return require_datasets().Dataset.from_parquet([str(f) for f in files],
+                                                   **{"features": columns, **kwargs})
 
 
 class PoolDatasetCallback(Callback):
@@ -258,5 +268,5 @@ class PoolDatasetCallback(Callback):
         self.close()
 
 
-__all__ = ["FLUSH_BYTES", "PoolDatasetCallback", "features", "load_pool_dataset", "packet_row",
-           "require_datasets", "to_dataset", "to_table"]
+__all__ = ["FLUSH_BYTES", "PoolDatasetCallback", "PoolLimits", "features", "load_pool_dataset",
+           "packet_row", "require_datasets", "to_dataset", "to_table"]
