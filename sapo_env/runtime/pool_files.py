@@ -167,8 +167,9 @@ def _check_values(where: str, batch: Any, limits: PoolLimits) -> None:
              ("raw", batch.column("raw"), RAW_CHARS),
              ("completions", pc.list_flatten(batch.column("completions")),
               limits.max_completion_chars)]
-    for name, strings, most in texts:
-        _at_most(where, name, "characters", pc.utf8_length(strings.dictionary), most)
+    for name, strings, most in texts:  # read as dictionaries: each value once
+        values = strings.dictionary if hasattr(strings, "dictionary") else strings
+        _at_most(where, name, "characters", pc.utf8_length(values), most)
     for name in (*_PER_COMPLETION, *_PER_TOKEN):
         _at_most(where, name, "completions", pc.list_value_length(batch.column(name)),
                  limits.max_completions)
