@@ -14,6 +14,15 @@ modules, which mostly report, are covered by its key's settings): a file whose k
 match the run asked for is that run, finished, and is reused (``run_all`` says how many);
 after an edit of the env or the agents every run is made again. A file written before run
 files recorded their code (no ``code``) is reused on its key alone.
+
+A file in the output folder is untrusted: a crash, a full disk or anyone who can write there may
+have left it. Reading one checks it before anything is built: a zip of at most
+``MAX_FILE_BYTES`` whose entries are ``.npy`` arrays, each array's header (never an object
+array; nothing is unpickled) and its size, shape times item size, equal to what its entry holds
+and within ``MAX_ARRAY_BYTES`` (``meta`` within ``MAX_META_BYTES``), all of them together
+within ``MAX_FILE_BYTES``. Any failure while probing whether a run is finished (a truncated or
+planted file, whatever it makes the zip or numpy readers raise) means "not finished": the file
+is named in a warning and the run is made again.
 """
 
 from __future__ import annotations
@@ -23,8 +32,10 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import platform
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -61,29 +72,106 @@ def save_run(path: Path, meta: Mapping[str, Any], **arrays: Any) -> Path:
     return path
 
 
+MAX_FILE_BYTES = 2**28
+"""The largest run file read, on disk and its arrays together (the largest this project writes
+are under 1 MB: 2000 rounds of 8 nodes)."""
+MAX_ARRAY_BYTES = MAX_FILE_BYTES
+"""The largest array of a run file read."""
+MAX_META_BYTES = 2**20
+"""The largest ``meta`` entry read (a JSON text of a few hundred characters)."""
+
+
 def load_run(path: Path) -> dict[str, Any]:
-    """A saved run's arrays, with ``meta`` decoded."""
-    with np.load(path, allow_pickle=False) as data:
-        run = {k: data[k] for k in data.files}
-    run["meta"] = json.loads(str(run["meta"]))
+    """A saved run's arrays, with ``meta`` decoded; ``ValueError`` for a file that is not a
+    run file within the bounds (see the module docstring)."""
+    with zipfile.ZipFile(_checked_size(path)) as archive:
+        names = _entries(archive)
+        run = {name: _array(archive, name) for name in names}
+    run["meta"] = _decoded(run["meta"])
     return run
 
 
-def _meta(path: Path) -> dict[str, Any] | None:
-    """A run file's metadata alone, or None where there is no readable run file."""
+def _meta(path: Path, log: bool) -> dict[str, Any] | None:
+    """A run file's metadata alone (every entry's header checked), or None where there is no
+    run file to reuse; ``log``: name a file that is there but unreadable in a warning."""
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-    except (OSError, ValueError, KeyError):
+        with zipfile.ZipFile(_checked_size(path)) as archive:
+            _entries(archive)
+            meta = _decoded(_array(archive, "meta"))
+    except Exception as error:  # noqa: BLE001 (whatever a damaged or planted file raises)
+        if log:
+            logger.warning("%s is not a finished run file (%s: %s): its run is made again",
+                           path, type(error).__name__, str(error)[:200])
         return None
-    return meta if isinstance(meta, dict) and "key" in meta else None
+    return meta
+
+
+def _decoded(meta: np.ndarray) -> dict[str, Any]:
+    """A run file's ``meta`` entry as the JSON object it holds, with its ``key``."""
+    decoded = json.loads(str(meta)) if meta.dtype.kind == "U" and meta.ndim == 0 else None
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("key"), str):
+        raise ValueError("its meta is not a JSON object with a key")
+    return decoded
+
+
+def _checked_size(path: Path) -> Path:
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"{size} bytes, more than a run file may be ({MAX_FILE_BYTES})")
+    return path
+
+
+def _entries(archive: zipfile.ZipFile) -> list[str]:
+    """The names of a run file's arrays, each header checked (:func:`_header`), ``meta`` among
+    them; ``ValueError`` for anything else."""
+    infos = archive.infolist()
+    names = [info.filename.removesuffix(".npy") for info in infos]
+    if "meta" not in names or len(set(names)) != len(names) \
+            or not all(info.filename.endswith(".npy") for info in infos):
+        raise ValueError(f"its entries must be distinct .npy arrays, meta among them, got "
+                         f"{[info.filename for info in infos][:10]}")
+    if sum(info.file_size for info in infos) > MAX_FILE_BYTES:
+        raise ValueError(f"its arrays add up to more than {MAX_FILE_BYTES} bytes")
+    for info in infos:
+        _header(archive, info)
+    return names
+
+
+def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """``ValueError`` unless ``info``'s entry is an ``.npy`` array, not of objects, whose size
+    (shape times item size) is what the entry holds and within its bound; reads the header
+    alone."""
+    bound = MAX_META_BYTES if info.filename == "meta.npy" else MAX_ARRAY_BYTES
+    if info.file_size > bound:
+        raise ValueError(f"{info.filename} holds {info.file_size} bytes, more than {bound}")
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"{info.filename} is a .npy of version {version}, not 1.0 or 2.0")
+        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read(member)
+        header = member.tell()
+    if dtype.hasobject:
+        raise ValueError(f"{info.filename} is an array of objects")
+    size = math.prod(shape) * dtype.itemsize
+    if header + size != info.file_size:
+        raise ValueError(f"{info.filename}: a {dtype} array of shape {shape} is {size} bytes, "
+                         f"the entry holds {info.file_size - header}")
+
+
+def _array(archive: zipfile.ZipFile, name: str) -> np.ndarray:
+    """The array ``name`` of a run file whose headers :func:`_entries` checked."""
+    with archive.open(f"{name}.npy") as member:
+        return np.lib.format.read_array(member, allow_pickle=False)
 
 
 def is_finished(path: Path, key: str) -> bool:
-    """Whether ``path`` holds a run made with the settings that ``key`` digests, by this code."""
-    meta = _meta(path)
+    """Whether ``path`` holds a run made with the settings that ``key`` digests, by this code
+    (a file that is there but unreadable is not, and a warning names it)."""
+    meta = _meta(path, log=True)
     return meta is not None and meta["key"] == key and meta.get("code",
                                                                 code_digest()) == code_digest()
 
@@ -91,7 +179,7 @@ def is_finished(path: Path, key: str) -> bool:
 def made_by_other_code(path: Path, key: str) -> bool:
     """Whether ``path`` holds a run of these settings (``key``) that other source of
     ``sapo_env`` and ``agents`` made: one a resumed sweep makes again."""
-    meta = _meta(path)
+    meta = _meta(path, log=False)
     return meta is not None and meta["key"] == key and meta.get("code",
                                                                 code_digest()) != code_digest()
 
