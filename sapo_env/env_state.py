@@ -189,8 +189,8 @@ def restore(config: SwarmConfig, keep: GroupFilter, state: Any
         raise ValueError(f"state['round'] must be an int in [0, {config.max_rounds}] "
                          f"(max_rounds), got {round_!r}")
     agents = state["agents"]
-    if not isinstance(agents, (list, tuple)) or len(set(agents)) != len(agents) \
-            or not set(agents) <= set(names):
+    if not isinstance(agents, (list, tuple)) or not all(type(a) is str for a in agents) \
+            or len(set(agents)) != len(agents) or not set(agents) <= set(names):
         raise ValueError(f"state['agents'] must list distinct nodes of {names}, got {agents!r}")
     agents = [a for a in names if a in agents]
     num_external = _per_node(state, "num_external", agents, names, lambda a, j, where: _j(
@@ -206,12 +206,12 @@ def restore(config: SwarmConfig, keep: GroupFilter, state: Any
     rngs = _per_node(state, "sampling_rngs", names, names,
                      lambda a, rng, where: generator_from_state(rng, where))
     pool = SharedPool(config.pool_window, config.pool_capacity, keep)
-    pool.load_state_dict(state["pool"], "state['pool']")
+    pool.load_state_dict(state["pool"], config, "state['pool']")
     replay_nodes = names if config.external_source == "self_replay" else []
     replay = _per_node(state, "replay", replay_nodes, replay_nodes, lambda a, s, where: _pool(
-        SharedPool(config.pool_window - 1, None, keep), s, where))
+        SharedPool(config.pool_window - 1, None, keep), s, where, config))
     batches = _per_node(state, "batches", agents, names, lambda a, groups, where: _batch(
-        groups, where))
+        groups, where, config))
     last_round = _last_round(state["last_round"], batches, names)
     return RunState(seed_sequence, questions, rngs, pool, replay, batches, num_external, drawn,
                     held, last_round), agents, int(round_)
@@ -265,22 +265,23 @@ def _drawn(refs: Any, where: str, count: int, tasks: Mapping[str, Any]) -> list[
                          f"round (its J in force), got {refs!r:.80}")
     for k, ref in enumerate(refs):
         if (not isinstance(ref, Mapping) or set(ref) != {"task", "config", "seed", "index"}
-                or ref["task"] not in tasks or ref["config"] != tasks[ref["task"]]
+                or type(ref["task"]) is not str or ref["task"] not in tasks
+                or ref["config"] != tasks[ref["task"]]
                 or not _is_int(ref["seed"]) or not _is_int(ref["index"])):
             raise ValueError(f"{where}[{k}] must be a question ref (task, config, seed, index) "
                              f"of one of the node's tasks {sorted(tasks)}, got {ref!r:.120}")
     return [redraw(dict(ref)) for ref in refs]
 
 
-def _pool(pool: SharedPool, state: Any, where: str) -> SharedPool:
-    pool.load_state_dict(state, where)
+def _pool(pool: SharedPool, state: Any, where: str, config: SwarmConfig) -> SharedPool:
+    pool.load_state_dict(state, config, where)
     return pool
 
 
-def _batch(groups: Any, where: str) -> tuple[Group, ...]:
+def _batch(groups: Any, where: str, config: SwarmConfig) -> tuple[Group, ...]:
     if not isinstance(groups, (list, tuple)):
         raise ValueError(f"{where} must be a list of groups, got {type(groups).__name__}")
-    batch = tuple(restore_group(g, f"{where}[{k}]") for k, g in enumerate(groups))
+    batch = tuple(restore_group(g, f"{where}[{k}]", config) for k, g in enumerate(groups))
     if not all(isinstance(g.get("local"), bool) for g in batch):
         raise ValueError(f"{where}: every group of a batch must say whether it is local "
                          "(a bool 'local')")
@@ -299,10 +300,10 @@ def _last_round(last: Any, batches: Mapping[str, tuple], names: list[str]) -> La
                       for a, counts in last["assemblies"].items()}
         rewards = {a: float(r) for a, r in last["rewards"].items()}
         num_external = {a: int(j) for a, j in last["num_external"].items()}
-    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        round_, pool_size = int(last["round"]), int(last["pool_size"])
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as error:
         raise ValueError(f"state['last_round'] is malformed: {error!r}") from None
     if not set(assemblies) == set(rewards) <= set(names):
         raise ValueError(f"state['last_round'] must describe the same nodes of {names} in "
                          "'rewards' and 'assemblies'")
-    return LastRound(int(last["round"]), int(last["pool_size"]), rewards, num_external,
-                     assemblies)
+    return LastRound(round_, pool_size, rewards, num_external, assemblies)

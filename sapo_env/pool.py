@@ -15,16 +15,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sapo_env.sender_logprobs import TokenFieldError, parse_completion_fields
+from sapo_env.defenses.packet_schema import parse_group
 from sapo_env.types import Group
 
-# Keys every group record has (``sapo_env.types.Group``; ``local`` only inside a batch).
-GROUP_KEYS = frozenset(("id", "source", "round", "task", "question", "system_prompt", "answer",
-                        "ref", "completions", "rewards", "advantages"))
+if TYPE_CHECKING:
+    from sapo_env.config import SwarmConfig
+
+BATCH_FLAGS = ("local", "rescue")
+"""Keys a group has only inside a node's batch (``sapo_env.types.Group``)."""
 
 
 class _Runs:
@@ -108,9 +110,11 @@ class SharedPool:
         return {"groups": [g for g, _, _ in self._entries],
                 "passes_filter": [keep for _, keep, _ in self._entries]}
 
-    def load_state_dict(self, state: Mapping[str, Any], where: str = "pool") -> None:
-        """Hold exactly the groups of a :meth:`state_dict` (copies, with read-only arrays).
-        A malformed state raises ``ValueError`` naming ``where`` and changes nothing."""
+    def load_state_dict(self, state: Mapping[str, Any], config: SwarmConfig,
+                        where: str = "pool") -> None:
+        """Hold exactly the groups of a :meth:`state_dict` taken in an env of ``config``
+        (copies, with read-only arrays, each through :func:`restore_group`). A malformed state
+        raises ``ValueError`` naming ``where`` and the field, and changes nothing."""
         if not isinstance(state, Mapping) or set(state) != {"groups", "passes_filter"}:
             raise ValueError(f"{where}: expected a dict with keys 'groups' and 'passes_filter' "
                              f"(SharedPool.state_dict), got {_describe(state)}")
@@ -118,7 +122,8 @@ class SharedPool:
         if not isinstance(groups, (list, tuple)) or not isinstance(passes, (list, tuple)) \
                 or len(groups) != len(passes) or not all(isinstance(k, bool) for k in passes):
             raise ValueError(f"{where}: expected a list of groups and a list of as many bools")
-        restored = [restore_group(g, f"{where}['groups'][{i}]") for i, g in enumerate(groups)]
+        restored = [restore_group(g, f"{where}['groups'][{i}]", config)
+                    for i, g in enumerate(groups)]
         self._set([(g, keep, float(g["rewards"].mean())) for g, keep in zip(restored, passes)])
 
     @property
@@ -154,36 +159,31 @@ class SharedPool:
         return runs.reward_sum_without(node) / count if count else None
 
 
-def restore_group(group: Any, where: str) -> Group:
-    """A group record from plain data (a checkpoint): checked, copied, its completions a tuple of
-    str and its rewards and advantages float32 arrays of the same length, read-only as the env's
-    own are. ``ValueError`` naming ``where`` when it is not a group."""
-    if not isinstance(group, Mapping) or not GROUP_KEYS <= set(group):
-        missing = sorted(GROUP_KEYS - set(group)) if isinstance(group, Mapping) else None
-        raise ValueError(f"{where}: expected a group (a dict with keys {sorted(GROUP_KEYS)}), "
-                         f"got {type(group).__name__}" + (f" missing {missing}" if missing else ""))
-    completions = group["completions"]
-    if not isinstance(completions, (tuple, list)) or not all(isinstance(c, str)
-                                                             for c in completions):
-        raise ValueError(f"{where}: completions must be a tuple of str")
-    arrays = {}
-    for key in ("rewards", "advantages"):
-        value = group[key]
-        if not isinstance(value, np.ndarray) or value.shape != (len(completions),):
-            raise ValueError(f"{where}: {key} must be an array of shape ({len(completions)},) "
-                             f"(one per completion), got {_describe(value)}")
-        arrays[key] = np.array(value, dtype=np.float32)
-        arrays[key].flags.writeable = False
-    if "logprobs" in group or "token_ids" in group:  # the sender's, when it sent them
-        try:
-            logprobs, token_ids = parse_completion_fields(
-                group.get("logprobs"), group.get("token_ids"), len(completions), 1 << 62)
-        except TokenFieldError as error:
-            raise ValueError(f"{where}: {error}") from None
-        arrays["logprobs"] = logprobs
-        if token_ids is not None:
-            arrays["token_ids"] = token_ids
-    return {**group, "completions": tuple(completions), **arrays}
+def restore_group(group: Any, where: str, config: SwarmConfig) -> Group:
+    """A group record of an env of ``config`` from plain data (a checkpoint), through the
+    packet schema's field checks (:func:`sapo_env.defenses.packet_schema.parse_group`): a fresh
+    copy, its text fields plain ``str``, its completions a tuple of ``completions_per_question``
+    str, its rewards and advantages read-only float32 arrays of as many finite numbers, the
+    sender's log-probs if it sent them, its own ``round`` (an int in ``[0, max_rounds)``) and,
+    in a node's batch, its bool ``local`` and ``rescue`` flags. ``ValueError`` naming ``where``
+    and the field when it is not such a group."""
+    if not isinstance(group, Mapping):
+        raise ValueError(f"{where}: expected a group (a dict), got {type(group).__name__}")
+    flags = {k: group[k] for k in BATCH_FLAGS if k in group}
+    wrong = [k for k, flag in flags.items() if type(flag) is not bool]
+    if wrong:
+        raise ValueError(f"{where}: {wrong[0]} must be a bool, got {flags[wrong[0]]!r:.40}")
+    round_ = group.get("round")
+    if isinstance(round_, bool) or not isinstance(round_, (int, np.integer)) \
+            or not 0 <= round_ < config.max_rounds:
+        raise ValueError(f"{where}: round must be an int in [0, {config.max_rounds}) "
+                         f"(max_rounds), got {round_!r:.40}")
+    try:
+        parsed = parse_group({k: v for k, v in group.items() if k not in flags}, int(round_),
+                             config.completions_per_question, config.max_completion_chars)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    return {**parsed, **flags}  # type: ignore[typeddict-item]
 
 
 def _describe(value: Any) -> str:

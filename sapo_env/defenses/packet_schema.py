@@ -31,7 +31,9 @@ survives into the swarm. An array is exactly a ``numpy.ndarray``, as a string is
 would pass the checks and end the run where it is used). Numbers are checked in the type
 they are stored in: ``1e39`` is a finite float64 but ``inf`` as float32, so it is refused. A
 value that fails gets ``"malformed"`` (a field of the wrong type or shape) or ``"oversized"``
-(a string beyond its bound), never an exception.
+(a string beyond its bound), never an exception. :func:`parse_group` runs the same checks
+on a group read back from a file (a checkpoint's pool) and raises ``ValueError`` naming
+the field instead.
 
 **Who sent it.** The transport knows which node a packet came from (in this env,
 :func:`sapo_env.defenses.transport_attacks.tamper` says); the ``source`` a packet claims is
@@ -46,7 +48,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -114,8 +116,11 @@ def receive(sender: str, value: Any, round_: int, config: SwarmConfig,
 
 
 class _Rejected(Exception):
-    def __init__(self, reason: str):
-        self.reason = reason
+    """A refused value: the schema's ``reason``, the ``field`` it is charged to, and what was
+    wrong with it where more can be said (``detail``)."""
+
+    def __init__(self, reason: str, field: str = "the group", detail: str = ""):
+        self.reason, self.field, self.detail = reason, field, detail
 
 
 def parse_packet(value: Any, round_: int, completions_per_question: int,
@@ -160,6 +165,36 @@ def parse_token_fields(value: Any, completions_per_question: int, max_completion
         return "malformed"
 
 
+def parse_group(value: Any, round_: int, completions_per_question: int,
+                max_completion_chars: int) -> Group:
+    """:func:`parse_packet` for a group read back from a file (a checkpoint's pool), where a
+    bad value is the file's fault: the validated ``Group``, or ``ValueError`` naming the field
+    that fails, what it must be and the schema's reason."""
+    try:
+        return _parse(value, round_, completions_per_question, max_completion_chars, True)
+    except _Rejected as rejected:
+        expected = _expected(rejected.field, completions_per_question, max_completion_chars)
+        detail = f": {rejected.detail}" if rejected.detail else ""
+        raise ValueError(f"{rejected.field} must be {expected} ({rejected.reason}{detail})"
+                         ) from None
+    except Exception as error:  # noqa: BLE001 (as parse_packet)
+        raise ValueError(f"not a group ({type(error).__name__}: {error})") from None
+
+
+def _expected(field: str, length: int, max_chars: int) -> str:
+    """What ``field`` of a group must be (:func:`parse_group`'s errors)."""
+    numbers = f"{length} numbers, each finite as float32 (a list or a 1-d array)"
+    return {
+        "the group": f"a dict with the keys {sorted(GROUP_FIELDS)} (and logprobs, with or "
+                     "without token_ids)",
+        "ref": "a dict {task, config, seed, index}: a str, JSON data, and ints in the env's "
+               "range",
+        "completions": f"a list or tuple of {length} str of at most {max_chars} characters",
+        "rewards": numbers, "advantages": numbers,
+        "logprobs": "per completion, log-probabilities (and token ids) as a sender sends them",
+    }.get(field, f"a str of at most {MAX_FIELD_CHARS} characters, valid Unicode")
+
+
 def _parse(value: Any, round_: int, length: int, max_chars: int, token_fields: bool) -> Group:
     if type(value) is not dict and not isinstance(value, Mapping):
         raise _Rejected("malformed")
@@ -167,20 +202,37 @@ def _parse(value: Any, round_: int, length: int, max_chars: int, token_fields: b
     optional = keys - GROUP_FIELDS
     if not GROUP_FIELDS <= keys or not optional <= set(LOGPROB_FIELDS) \
             or optional == {"token_ids"}:
-        raise _Rejected("malformed")
-    text = {k: _text(value[k], MAX_FIELD_CHARS) for k in _TEXT_FIELDS}
-    completions = value["completions"]
-    if type(completions) not in (list, tuple) or len(completions) != length:
-        raise _Rejected("malformed")
+        raise _Rejected("malformed", detail=f"got the keys {sorted(map(str, keys))[:20]}")
+    text = {k: _field(k, _text, value[k], MAX_FIELD_CHARS) for k in _TEXT_FIELDS}
     return {
         **text,  # type: ignore[typeddict-item]
         "round": round_,
-        "ref": _ref(value["ref"]),
-        "completions": tuple(_text(c, max_chars) for c in completions),
-        "rewards": _floats(value["rewards"], length),
-        "advantages": _floats(value["advantages"], length),
-        **(_token_fields(value, optional, length, max_chars) if token_fields else {}),
+        "ref": _field("ref", _ref, value["ref"]),
+        "completions": _field("completions", _completions, value["completions"], length,
+                              max_chars),
+        "rewards": _field("rewards", _floats, value["rewards"], length),
+        "advantages": _field("advantages", _floats, value["advantages"], length),
+        **(_field("logprobs", _token_fields, value, optional, length, max_chars)
+           if token_fields else {}),
     }
+
+
+def _field(name: str, parse: Callable[..., Any], *args: Any) -> Any:
+    """``parse(*args)``; what it refuses, or anything a hostile value makes it raise, is
+    charged to the field ``name``."""
+    try:
+        return parse(*args)
+    except _Rejected as rejected:
+        rejected.field = name
+        raise
+    except Exception as error:  # noqa: BLE001 (a hostile sequence may raise anything)
+        raise _Rejected("malformed", name, f"{type(error).__name__}: {error}") from None
+
+
+def _completions(value: Any, length: int, max_chars: int) -> tuple[str, ...]:
+    if type(value) not in (list, tuple) or len(value) != length:
+        raise _Rejected("malformed")
+    return tuple(_text(c, max_chars) for c in value)
 
 
 def _token_fields(value: Any, present: set, length: int, max_chars: int) -> dict[str, Any]:
@@ -192,7 +244,7 @@ def _token_fields(value: Any, present: set, length: int, max_chars: int) -> dict
             value["logprobs"], value["token_ids"] if "token_ids" in present else None, length,
             max_completion_tokens(max_chars))
     except TokenFieldError as error:
-        raise _Rejected(error.reason) from None
+        raise _Rejected(error.reason, detail=str(error)) from None
     return {"logprobs": logprobs} if token_ids is None else {"logprobs": logprobs,
                                                               "token_ids": token_ids}
 
