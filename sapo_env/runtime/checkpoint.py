@@ -27,10 +27,14 @@ Format (``CHECKPOINT_FORMAT`` 2): plain data (:mod:`sapo_env.runtime.plain_data`
 the state as JSON and its arrays as ``.npy`` files without pickles. Reading it rebuilds nothing
 but containers, scalars and numeric numpy arrays, each checked before it is built, so a
 checkpoint file is untrusted data: reading a damaged or planted one raises ``ValueError`` and
-can neither run code nor corrupt memory. Every state this library's agents, policies, callbacks
-and env save is such data (tested). Checkpoints of format 1 (sapo-env <= 0.6) were pickles,
-which cannot be read safely: :func:`read` refuses them with a ``ValueError`` (rerun, or convert
-one you wrote yourself in a trusted process as docs/checkpoints.md shows).
+can neither run code nor corrupt memory, and it costs at most about 40 times its JSON's bytes
+(``Checkpoint.max_state_bytes``, checked before parsing) plus its arrays' bytes in memory. The
+env's part is then checked field by field (the pool's groups by the packet schema's checks,
+:func:`sapo_env.pool.restore_group`), with a ``ValueError`` naming the field. Every state this
+library's agents, policies, callbacks and env save is such data (tested). Checkpoints of
+format 1 (sapo-env <= 0.6) were pickles, which cannot be read safely: :func:`read` refuses them
+with a ``ValueError`` (rerun, or convert one you wrote yourself in a trusted process as
+docs/checkpoints.md shows).
 
 Writing is atomic: the checkpoint goes to a temporary file in the same folder, is flushed to
 disk (fsync), then replaces the previous one (``os.replace``); a crash while writing leaves the
@@ -75,11 +79,18 @@ class Checkpoint:
     """Start from the file at ``path`` when it exists (False: start afresh and overwrite it)."""
     run_id: str | None = None
     """A token the file must hold to be resumed from (None: any checkpoint of the same run
-    settings). A harness that keeps it apart from the file (``sapo-env reproduce`` stores a
-    random one beside it) resumes only from checkpoints its own runs wrote."""
+    settings). It tells a run's own checkpoint from another run's of the same settings left at
+    the path by mistake (``sapo-env reproduce`` keeps a random one in a file beside it); it is
+    no defence against a file planted on purpose, whose author can read the token or plant
+    both (such a file is refused only if it fails :func:`read`'s and :func:`check`'s checks)."""
+    max_state_bytes: int = plain_data.MAX_JSON_BYTES
+    """The largest ``state.json`` (the checkpoint's JSON) resumed from: reading costs up to
+    about 40 times it in memory. A larger checkpoint is refused, with its size, before it is
+    parsed (a run of 8 simulated nodes writes about 1.2 kB a round per node)."""
 
     def __post_init__(self) -> None:
         check_int("every", self.every, 1)
+        check_int("max_state_bytes", self.max_state_bytes, 1)
         if not isinstance(self.resume, bool):
             raise ValueError(f"resume must be a bool, got {self.resume!r}")
         if self.run_id is not None and not isinstance(self.run_id, str):
@@ -138,6 +149,10 @@ def check(saved: Any, path: Path, identity: Mapping[str, Any]) -> None:
             type(c) is tuple and len(c) == 2 and type(c[0]) is str for c in saved["callbacks"]):
         raise ValueError(f"{path} holds a negative number of rounds or callbacks' states that "
                          "are not (class, state) pairs")
+    rounds, env_round = saved["history"]["rounds"], saved["env"].get("round", None)
+    if env_round is not None and env_round != rounds:
+        raise ValueError(f"{path}: its history holds {rounds} rounds, its env's state "
+                         f"{env_round!r:.40}")
 
 
 def restore(saved: Mapping[str, Any], agents: Mapping[str, Any], policies: Mapping[str, Any],
@@ -183,9 +198,10 @@ def write(path: Path, content: Mapping[str, Any]) -> None:
     _fsync_folder(path.parent)  # the rename itself survives a power cut
 
 
-def read(path: Path) -> dict[str, Any]:
+def read(path: Path, max_state_bytes: int = plain_data.MAX_JSON_BYTES) -> dict[str, Any]:
     """A checkpoint written by :func:`write`; ``ValueError`` for any other file (a pickle of
-    format 1 included), which is never run or trusted (see the module docstring)."""
+    format 1 included), which is never run or trusted (see the module docstring), and for one
+    whose ``state.json`` is more than ``max_state_bytes``, before it is parsed."""
     size = path.stat().st_size
     if size > plain_data.MAX_BYTES:
         raise ValueError(f"{path} is {size} bytes, more than a checkpoint may be "
@@ -196,7 +212,7 @@ def read(path: Path) -> dict[str, Any]:
                          "cannot be loaded safely: rerun, or convert a checkpoint you wrote "
                          "yourself in a trusted process (docs/checkpoints.md)")
     try:
-        return plain_data.decode(data)
+        return plain_data.decode(data, max_json_bytes=max_state_bytes)
     except ValueError as error:
         raise ValueError(f"{path} is not a readable sapo-env checkpoint: {error}") from None
 

@@ -35,7 +35,8 @@ lacks is an object whose one key is a tag:
 ================  ===========================================================================
 
 ``decode`` checks everything before it builds anything: a zip of exactly those members, stored
-and unencrypted, no larger than ``max_bytes`` nor than the data itself; JSON nested at most
+and unencrypted, no larger than ``max_bytes`` nor than the data itself, its ``state.json`` no
+larger than ``max_json_bytes`` (parsing JSON costs up to 40 times its size); JSON nested at most
 ``MAX_DEPTH`` deep with no duplicate keys and no other ``$`` keys; each tag's payload; each
 array's ``.npy`` header (one numeric dtype, never a structured one: nothing else is built) and
 its size; every array referenced exactly once. Anything else raises ``ValueError`` saying what
@@ -71,6 +72,9 @@ MAX_DEPTH = 100
 library saves nest under 20."""
 MAX_BYTES = 2**32
 """The default largest file ``decode`` reads."""
+MAX_JSON_BYTES = 2**27
+"""The default largest ``state.json`` ``decode`` parses: parsing costs up to about 40 times its
+bytes in memory (a zip's arrays cost their bytes)."""
 MAX_INT_BITS = 8192
 
 _STATE = "state.json"
@@ -198,9 +202,11 @@ def _numeric(dtype: np.dtype) -> bool:
 
 # --- decode ---------------------------------------------------------------------------------------
 
-def decode(data: bytes | bytearray | memoryview, max_bytes: int = MAX_BYTES) -> Any:
+def decode(data: bytes | bytearray | memoryview, max_bytes: int = MAX_BYTES,
+           max_json_bytes: int = MAX_JSON_BYTES) -> Any:
     """The value :func:`encode` wrote into ``data``; ``ValueError`` saying what is wrong with
-    anything else (see the module docstring)."""
+    anything else (see the module docstring), or with a ``state.json`` of more than
+    ``max_json_bytes``, before it is read."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"decode reads bytes, got {type(data).__name__}")
     if len(data) > max_bytes:
@@ -208,6 +214,9 @@ def decode(data: bytes | bytearray | memoryview, max_bytes: int = MAX_BYTES) -> 
     try:
         with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
             arrays = _Arrays(archive, len(data))
+            if arrays.infos[_STATE].file_size > max_json_bytes:
+                raise ValueError(f"{_STATE} is {arrays.infos[_STATE].file_size} bytes, more "
+                                 f"than the {max_json_bytes} allowed")
             raw = archive.read(_STATE)
             depth = _depth(raw)
             if depth > MAX_DEPTH:

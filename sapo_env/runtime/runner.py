@@ -103,7 +103,7 @@ def run(
     if checkpoint is not None:
         checkpoints.require_state_dicts(agents, policies)
         if checkpoint.resume and checkpoint.path.exists():
-            saved = checkpoints.read(checkpoint.path)
+            saved = checkpoints.read(checkpoint.path, checkpoint.max_state_bytes)
             checkpoints.check(saved, checkpoint.path, identity)
     if saved is None:
         observations, _ = env.reset(seed=seed)
@@ -230,14 +230,21 @@ def _history_so_far(history: History, rounds: int) -> dict[str, Any]:
 
 def _resume_history(history: History, saved: Mapping[str, Any], path: Any) -> int:
     """Fill ``history`` with a checkpoint's rounds; the number of rounds already played. The
-    CPU seconds of a checkpoint that has none stay NaN."""
+    CPU seconds of a checkpoint that has none stay NaN. ``ValueError`` naming the field of a
+    history that does not fit this run."""
     rounds = saved["rounds"]
     if rounds > len(history.rewards):
         raise ValueError(f"{path} holds {rounds} rounds, more than the {len(history.rewards)} "
                          "this run plays")
-    for key in _ARRAYS:
-        if key in saved:
-            getattr(history, key)[:rounds] = saved[key]
+    for key in ("infos", "learn_metrics"):
+        if len(saved[key]) != rounds or not all(type(x) is dict for x in saved[key]):
+            raise ValueError(f"{path}: its history's {key} must be {rounds} dicts, one a round")
+    for key in (k for k in _ARRAYS if k in saved):
+        shape = (rounds, *getattr(history, key).shape[1:])
+        if saved[key].shape != shape or saved[key].dtype.kind not in "biuf":
+            raise ValueError(f"{path}: its history's {key} must be a numeric array of shape "
+                             f"{shape}, got {saved[key].dtype} of shape {saved[key].shape}")
+        getattr(history, key)[:rounds] = saved[key]
     history.infos[:] = saved["infos"]
     history.learn_metrics[:] = saved["learn_metrics"]
     return rounds
