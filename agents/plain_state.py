@@ -6,9 +6,10 @@ A class names its state in ``_state_fields``. ``state_dict`` returns those attri
 values: numpy generators as their bit-generator state, seed sequences as theirs, deques as
 lists, arrays and containers copied, so later learning never changes a state already taken.
 ``load_state_dict`` puts them back as the kind of value each attribute holds now (a generator,
-a deque of the same ``maxlen``, an array of the same dtype) and raises ``ValueError`` naming the
-class and the field, changing nothing, when the state does not fit. An attribute not set yet (a
-bandit's statistics before its first ``choose``) is saved as None.
+a deque of the same ``maxlen``, an array of the same dtype and dimensions) and raises ``ValueError``
+naming the class and the field, changing nothing, when the state does not fit. An attribute not
+set yet (a bandit's statistics before its first ``choose``) is saved as None; one that is set
+is never None.
 
 Settings given to the constructor are not state: build the object with the same arguments,
 then load.
@@ -83,7 +84,10 @@ def plain(value: Any) -> Any:
 
 def live(current: Any, saved: Any, where: str) -> Any:
     """``saved`` (from :func:`plain`) as the kind of value ``current`` is; ``ValueError``
-    naming ``where`` when it cannot be."""
+    naming ``where`` when it cannot be (None for an attribute that is set, an array of other
+    dimensions, a value of another type)."""
+    if current is not None and saved is None:  # an attribute once set is never None again
+        raise ValueError(f"{where} must be a {type(current).__name__}, got None")
     if isinstance(current, np.random.Generator):
         return generator_from_state(saved, where)
     if isinstance(current, np.random.SeedSequence):
@@ -96,10 +100,14 @@ def live(current: Any, saved: Any, where: str) -> Any:
         return deque(copy.deepcopy(saved), maxlen=current.maxlen)
     if isinstance(current, np.ndarray):
         try:
-            return np.array(saved, dtype=current.dtype)
-        except (TypeError, ValueError) as error:
+            array = np.array(saved, dtype=current.dtype)
+        except (TypeError, ValueError, OverflowError) as error:
             raise ValueError(f"{where} must be an array of {current.dtype}, got "
                              f"{saved!r:.80} ({error})") from None
+        if array.ndim != current.ndim:
+            raise ValueError(f"{where} must be a {current.ndim}-d array of {current.dtype}, "
+                             f"got {saved!r:.80}")
+        return array
     both_numbers = isinstance(current, numbers.Real) and isinstance(saved, numbers.Real)
     if current is not None and saved is not None and not both_numbers \
             and not isinstance(saved, type(current)):

@@ -24,7 +24,7 @@ def generator_from_state(state: Any, where: str) -> np.random.Generator:
     rng = np.random.Generator(np.random.PCG64(0))
     try:
         rng.bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as error:
+    except (TypeError, ValueError, KeyError, OverflowError) as error:
         raise ValueError(f"{where}: expected a numpy PCG64 bit-generator state (a dict from "
                          f"rng.bit_generator.state), got {_short(state)} ({error})") from None
     return rng
@@ -46,7 +46,7 @@ def seed_sequence_from_state(state: Any, where: str) -> np.random.SeedSequence:
         return np.random.SeedSequence(state["entropy"], spawn_key=tuple(state["spawn_key"]),
                                       pool_size=state["pool_size"],
                                       n_children_spawned=state["n_children_spawned"])
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:
         raise ValueError(f"{where}: not a valid SeedSequence state: {error}") from None
 
 
