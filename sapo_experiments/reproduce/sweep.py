@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import re
 import secrets
 import shutil
 import time
@@ -78,7 +80,11 @@ class RunClock(Callback):
         return {"seconds": self.seconds}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.earlier, self._since = float(state["seconds"]), time.perf_counter()
+        seconds = state.get("seconds") if isinstance(state, dict) else None
+        if type(seconds) not in (int, float) or not 0 <= seconds < math.inf:
+            raise ValueError(f"RunClock state['seconds'] must be a number of seconds, got "
+                             f"{seconds!r:.40}")
+        self.earlier, self._since = float(seconds), time.perf_counter()
 
 
 def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
@@ -90,8 +96,11 @@ def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
     except TypeError as error:
         logger.info("%s: no checkpoints (%s)", spec.name, error)
         return None
-    # The run's checkpoint carries a random id kept beside it: a checkpoint file at this
-    # computable path that this sweep did not write is never resumed from.
+    # The run's checkpoint holds a random id that is also kept beside it (``<checkpoint>.id``):
+    # a checkpoint at this path without that id file (copied or left there alone) is not
+    # resumed from, and one whose id differs is refused. This guards against mistakes, not
+    # against whoever can write to the folder, who can plant both: their checkpoint is read as
+    # untrusted data (sapo_env.runtime.checkpoint) and, if well formed, resumed.
     path = spec.checkpoint_path
     id_file = path.with_name(path.name + ".id")
     resume = spec.config.resume and path.exists() and id_file.exists()
@@ -99,13 +108,24 @@ def _checkpoint(spec: RunSpec, agents: dict[str, Any]) -> Checkpoint | None:
         logger.warning("%s: its checkpoint %s is a pickle of sapo-env <= 0.6, which is never "
                        "read: the run starts afresh", spec.name, path)
         resume = False
-    if resume:
-        run_id = id_file.read_text()
-    else:
+    run_id = _run_id(id_file) if resume else None
+    if resume and run_id is None:
+        logger.warning("%s: %s is not an id this sweep writes (32 hex digits): the run starts "
+                       "afresh", spec.name, id_file)
+        resume = False
+    if not resume:
         run_id = secrets.token_hex(16)
         id_file.parent.mkdir(parents=True, exist_ok=True)
         id_file.write_text(run_id)
     return Checkpoint(path, every=spec.config.checkpoint_every, resume=resume, run_id=run_id)
+
+
+def _run_id(id_file: Path) -> str | None:
+    """The id a run keeps beside its checkpoint (32 hex digits, ``secrets.token_hex(16)``), or
+    None for a file that holds anything else (read no further than that)."""
+    with open(id_file, "rb") as file:
+        token = file.read(33)
+    return token.decode("ascii") if re.fullmatch(rb"[0-9a-f]{32}", token) else None
 
 
 def run_one(spec: RunSpec) -> Path:
