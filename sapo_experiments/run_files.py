@@ -73,12 +73,11 @@ def save_run(path: Path, meta: Mapping[str, Any], **arrays: Any) -> Path:
 
 
 MAX_FILE_BYTES = 2**28
-"""The largest run file read, on disk and its arrays together (the largest this project writes
-are under 1 MB: 2000 rounds of 8 nodes)."""
+"""The largest run file read, on disk and its arrays together (far above what a run writes)."""
 MAX_ARRAY_BYTES = MAX_FILE_BYTES
 """The largest array of a run file read."""
 MAX_META_BYTES = 2**20
-"""The largest ``meta`` entry read (a JSON text of a few hundred characters)."""
+"""The largest ``meta`` entry read (a short JSON text)."""
 
 
 def load_run(path: Path) -> dict[str, Any]:

@@ -27,8 +27,8 @@ Format (``CHECKPOINT_FORMAT`` 2): plain data (:mod:`sapo_env.runtime.plain_data`
 the state as JSON and its arrays as ``.npy`` files without pickles. Reading it rebuilds nothing
 but containers, scalars and numeric numpy arrays, each checked before it is built, so a
 checkpoint file is untrusted data: reading a damaged or planted one raises ``ValueError`` and
-can neither run code nor corrupt memory, and it costs at most about 40 times its JSON's bytes
-(``Checkpoint.max_state_bytes``, checked before parsing) plus its arrays' bytes in memory. The
+can neither run code nor corrupt memory, and its memory is bounded by a multiple of its JSON's
+bytes (``Checkpoint.max_state_bytes``, checked before parsing) plus its arrays' bytes. The
 env's part is then checked field by field (the pool's groups by the packet schema's checks,
 :func:`sapo_env.pool.restore_group`), with a ``ValueError`` naming the field. Every state this
 library's agents, policies, callbacks and env save is such data (tested). Checkpoints of
@@ -84,9 +84,9 @@ class Checkpoint:
     no defence against a file planted on purpose, whose author can read the token or plant
     both (such a file is refused only if it fails :func:`read`'s and :func:`check`'s checks)."""
     max_state_bytes: int = plain_data.MAX_JSON_BYTES
-    """The largest ``state.json`` (the checkpoint's JSON) resumed from: reading costs up to
-    about 40 times it in memory. A larger checkpoint is refused, with its size, before it is
-    parsed (a run of 8 simulated nodes writes about 1.2 kB a round per node)."""
+    """The largest ``state.json`` (the checkpoint's JSON) resumed from, which bounds what
+    parsing it costs in memory (a multiple of it: docs/checkpoints.md, "What reading costs").
+    A larger checkpoint is refused, with its size, before it is parsed."""
 
     def __post_init__(self) -> None:
         check_int("every", self.every, 1)

@@ -36,7 +36,7 @@ lacks is an object whose one key is a tag:
 
 ``decode`` checks everything before it builds anything: a zip of exactly those members, stored
 and unencrypted, no larger than ``max_bytes`` nor than the data itself, its ``state.json`` no
-larger than ``max_json_bytes`` (parsing JSON costs up to 40 times its size); JSON nested at most
+larger than ``max_json_bytes`` (parsing costs a multiple of it in memory); JSON nested at most
 ``MAX_DEPTH`` deep with no duplicate keys and no other ``$`` keys; each tag's payload; each
 array's ``.npy`` header (one numeric dtype, never a structured one: nothing else is built) and
 its size; every array referenced exactly once. Anything else raises ``ValueError`` saying what
@@ -73,8 +73,8 @@ library saves nest under 20."""
 MAX_BYTES = 2**32
 """The default largest file ``decode`` reads."""
 MAX_JSON_BYTES = 2**27
-"""The default largest ``state.json`` ``decode`` parses: parsing costs up to about 40 times its
-bytes in memory (a zip's arrays cost their bytes)."""
+"""The default largest ``state.json`` ``decode`` parses (what parsing costs in memory is a
+multiple of its bytes; a zip's arrays cost their bytes)."""
 MAX_INT_BITS = 8192
 
 _STATE = "state.json"
