@@ -86,7 +86,8 @@ class SwarmConfig:
     """How an answer is read from a completion before reasoning-gym scores it: ``"tag"`` (last
     ``<answer>`` tag, reasoning-gym's ``extract_answer``), ``"lenient"`` (tag if present, else a
     final "answer is X" / "Answer: X", else the last line) or
-    ``extract(completion) -> str | None``."""
+    ``extract(completion) -> str | None``. A completion it reads no answer from (None) scores
+    0 and counts in ``infos[node]["no_answer"]``, not in ``scoring_failures``."""
     advantage_eps: float = DEFAULT_EPS
     """Added to the group's reward standard deviation when normalising advantages."""
     max_completion_chars: int = 16384

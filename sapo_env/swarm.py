@@ -81,7 +81,7 @@ from sapo_env.sampling import (
     sample_weighted,
 )
 from sapo_env.scoring.answers import get_extractor
-from sapo_env.scoring.round_scoring import LocalScoring, Scoring, score_round
+from sapo_env.scoring.round_scoring import LocalScoring, Scoring, Unanswered, score_round
 from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
 from sapo_env.types import Group, Observation
 
@@ -106,6 +106,8 @@ class SwarmEnv(ParallelEnv):
         self._observation_spaces: dict[str, gymnasium.spaces.Dict] = {}
         self._action_spaces: dict[str, gymnasium.spaces.Dict] = {}
         self._extract = get_extractor(self.config.answer_format)
+        self._unanswered = Unanswered(self.config.answer_format)  # its warning: once per env
+        self._self_replay = self.config.external_source == "self_replay"
         self._keep = get_filter(self.config.filter)
         self._sampler = (None if self.config.external_sampling == "reputation"
                          else get_sampler(self.config.external_sampling))
@@ -251,18 +253,15 @@ class SwarmEnv(ParallelEnv):
                                           for a in self.agents if a not in run.held}, self.round)
         return {a: run.drawn[a] if a in run.held else fresh[a] for a in self.agents}
 
-    @property
-    def _self_replay(self) -> bool:
-        return self.config.external_source == "self_replay"
-
     def _score(self, parsed: dict[str, ParsedAction], spent: dict[str, float]
                ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
         """Per node that plays, its (questions, L) verifier scores and its scoring failures
-        counted by reason (``sapo_env.scoring.guard``); the seconds it took go to ``spent``."""
+        counted by reason (``sapo_env.scoring.guard``); the seconds it took go to ``spent``,
+        the completions with no extractable answer to ``self._unanswered``."""
         return score_round(
             self._run.drawn, {a: parsed[a].completions for a in parsed}, self._extract,
             self.config.scoring_limits, self.config.completions_per_question, self._scoring,
-            self.config.scoring_budget, spent)
+            self.config.scoring_budget, spent, self._unanswered)
 
     def _groups(self, parsed: dict[str, ParsedAction], scores: dict[str, np.ndarray],
                 flat: np.ndarray) -> dict[str, list[Group]]:
@@ -372,6 +371,7 @@ class SwarmEnv(ParallelEnv):
                 "shared_mean_reward": sum(shared) / len(shared) if shared else None,
                 "taken_by_others": taken[a],
                 "scoring_failures": failures[a],
+                "no_answer": self._unanswered.by_node[a],
                 "rejected_groups": rejected[a],
                 "rejected_groups_swarm": sum(rejected.values()),
             }

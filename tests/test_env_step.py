@@ -306,7 +306,7 @@ def test_infos_are_complete(small_env):
         "pool_size_filtered", "pool_mean_reward_filtered", "zero_advantage_fraction",
         "all_fail_groups", "complementarity", "rescued_groups", "batch_mean_reward",
         "shared_groups", "staleness", "stale_unshared", "shared_mean_reward", "taken_by_others",
-        "scoring_failures",
+        "scoring_failures", "no_answer",
         "rejected_groups", "rejected_groups_swarm"}
     assert all(0 <= v <= 1 for v in infos["node_0"]["task_scores"].values())
 

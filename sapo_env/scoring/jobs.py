@@ -24,22 +24,39 @@ class Scored(NamedTuple):
     scores: np.ndarray  #: float32, one per completion
     failures: dict[str, int]  #: its completions' scoring failures by reason
     seconds: float  #: what scoring it took: what it cost its node's budget
+    no_answer: int = 0  #: its completions from which the extractor read no answer (None)
+
+
+class _CountingExtractor:
+    """``extract``, counting the completions it read no answer from (it returned None)."""
+
+    def __init__(self, extract: AnswerExtractor) -> None:
+        self.extract = extract
+        self.none = 0
+
+    def __call__(self, completion: str) -> str | None:
+        answer = self.extract(completion)
+        self.none += answer is None
+        return answer
 
 
 def score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
               extract: AnswerExtractor, limits: ScoringLimits,
               budgets: Sequence[float] | None) -> list[Scored]:
     """Each question's verdict, in order; the questions of node ``k`` (the job's last item)
-    share its budget, ``budgets[k]`` seconds (None: no budget)."""
+    share its budget, ``budgets[k]`` seconds (None: no budget). A completion counts in
+    ``no_answer`` when the extractor returned None for it (an extractor that raised counts
+    as a scoring failure instead, and a completion the budget no longer covers in neither)."""
     left: dict[int, ScoreBudget] = {}
     results = []
     for drawn, texts, owner in jobs:
         failures = no_failures()
         budget = None if budgets is None else left.setdefault(owner,
                                                               ScoreBudget(budgets[owner]))
+        counting = _CountingExtractor(extract)
         started = time.monotonic()
-        scores = drawn.score(texts, extract, limits, failures, budget)
-        results.append(Scored(scores, failures, time.monotonic() - started))
+        scores = drawn.score(texts, counting, limits, failures, budget)
+        results.append(Scored(scores, failures, time.monotonic() - started, counting.none))
     return results
 
 

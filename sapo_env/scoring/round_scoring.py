@@ -120,16 +120,18 @@ def score_for_nodes(items: Sequence[tuple[str, DrawnQuestion, Sequence[str]]],
 def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],
                 completions: Mapping[str, Sequence[Sequence[str]]], extract: AnswerExtractor,
                 limits: ScoringLimits, L: int, scoring: Scoring,
-                node_budget: float | None = None, spent: dict[str, float] | None = None
+                node_budget: float | None = None, spent: dict[str, float] | None = None,
+                unanswered: Unanswered | None = None
                 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
     """Per node of ``completions``: its (questions, L) scores and its scoring failures, each
     node's completions scored within ``node_budget`` seconds (None: no budget; ``spent``: as
-    in ``score_for_nodes``)."""
+    in ``score_for_nodes``); with ``unanswered``, each node's completions from which no
+    answer could be extracted are counted there (``Unanswered.record``)."""
     nodes = list(completions)
     results = score_for_nodes([(a, d, texts) for a in nodes
                                for d, texts in zip(drawn[a], completions[a])],
                               extract, limits, scoring, node_budget, spent)
-    scores, failures, row = {}, {}, 0
+    scores, failures, no_answer, row = {}, {}, {}, 0
     for a in nodes:
         mine = results[row:row + len(drawn[a])]
         row += len(drawn[a])
@@ -138,4 +140,34 @@ def score_round(drawn: Mapping[str, Sequence[DrawnQuestion]],
         for r in mine:
             for reason, k in r.failures.items():
                 failures[a][reason] += k
+        no_answer[a] = sum(r.no_answer for r in mine)
+    if unanswered is not None:
+        unanswered.record(no_answer, sum(s.size for s in scores.values()))
     return scores, failures
+
+
+class Unanswered:
+    """Per node, how many of its completions in the last round scored had no answer that could
+    be extracted (``by_node``: they score 0 and are not scoring failures), and a logged warning,
+    once per ``Unanswered`` (one per env), the first time a whole round has none extractable:
+    a model that answers right but without the ``<answer>`` tag scores 0 on every completion
+    under ``answer_format="tag"``, and nothing else would say why."""
+
+    def __init__(self, answer_format: object = "tag") -> None:
+        self.answer_format = answer_format
+        self.by_node: dict[str, int] = {}
+        self.warned = False
+
+    def record(self, by_node: Mapping[str, int], completions: int) -> None:
+        """This round's counts; a warning if they cover all its ``completions`` (> 0) and
+        none was given before."""
+        self.by_node = dict(by_node)
+        if self.warned or completions == 0 or sum(by_node.values()) < completions:
+            return
+        self.warned = True
+        logger.warning(
+            "no answer could be extracted from any of this round's %d completions "
+            "(answer_format=%r), so every one scored 0. The \"tag\" format (the default) "
+            "reads only <answer>...</answer>; answer_format=\"lenient\" also reads \"The "
+            "answer is X\" or the last line. infos[node]['no_answer'] counts them each round.",
+            completions, self.answer_format)
