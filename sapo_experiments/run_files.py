@@ -35,6 +35,7 @@ import logging
 import math
 import os
 import platform
+import sys
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -210,17 +211,22 @@ def run_all(compute: Callable[[Any], RunFile], todo: Sequence[Any], done: int, j
     finishes, with a progress bar over ``done + len(todo)`` runs. The runs go in this process
     when ``jobs`` <= 1, else in ``jobs`` worker processes started fresh ("spawn": no state or
     threads inherited); with ``ray``, as Ray tasks (``sapo_experiments.ray_runs``), and ``jobs`` is
-    not used. ``compute``, the specs and the run files must pickle."""
+    not used. ``compute``, the specs and the run files must pickle. Where stderr is not a
+    terminal (a log file), a plain line per finished run replaces the bar."""
     if done:
         logger.warning("reusing %d finished run(s) of %d made with these settings by this code "
                        "(their files in the output folder); --no-resume makes them again",
                        done, done + len(todo))
+    lines = progress and not sys.stderr.isatty()
     bar = tqdm(total=done + len(todo), initial=done, desc="runs", unit="run",
-               disable=not progress)
+               disable=not progress or lines)
     try:
-        for run in _computed(compute, todo, jobs, ray):
+        for finished, run in enumerate(_computed(compute, todo, jobs, ray), done + 1):
             run.save()
             bar.update()
+            if lines:
+                print(f"runs: {finished}/{done + len(todo)} finished ({run.path.name})",
+                      file=sys.stderr, flush=True)
     finally:
         bar.close()
 

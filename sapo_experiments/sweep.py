@@ -165,7 +165,10 @@ class SweepResult:
 
     config: SweepConfig
     table_markdown: str
-    """The results table, as the command prints it and ``results.md`` begins."""
+    """The results table, as ``results.md`` begins (and the command prints it, unless
+    ``printed_markdown``)."""
+    printed_markdown: str = ""
+    """What the command prints in place of ``table_markdown`` (empty: the table itself)."""
     notes_markdown: str = ""
     """What ``results.md`` says below the table (reproduce: the tiny specialists' tables)."""
     files: list[Path] = field(default_factory=list)

@@ -100,9 +100,9 @@ def logger_fields(args: argparse.Namespace) -> dict[str, bool]:
 
 
 def print_result(result: SweepResult) -> None:
-    """The command's console output: the table, the files written, where TensorBoard reads
-    and where W&B wrote."""
-    print(result.table_markdown)
+    """The command's console output: the table (or what the sweep prints in its place), the
+    files written, where TensorBoard reads and where W&B wrote."""
+    print(result.printed_markdown or result.table_markdown)
     print(f"Wrote {len(result.files)} files to {result.config.out} in {result.seconds:.0f} s:")
     for path in result.files:
         print(f"  {path}")

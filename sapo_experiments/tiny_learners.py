@@ -375,8 +375,9 @@ def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None
     read from the cache. Those not cached yet are trained first, up to ``jobs`` at a time,
     each in a fresh process on ``torch_threads`` threads (the weights depend on the thread
     count, and this way not on the caller's settings); with ``progress``, each shows a bar
-    over its steps, on a line of its own."""
-    from agents.tiny.warm_start import REPORT_FILE, cache_path
+    over its steps, on a line of its own, and after them a line for each warm start, cached
+    or not, that stopped at its step cap short of its target."""
+    from agents.tiny.warm_start import REPORT_FILE, cache_path, read_report, short_of_target
 
     missing = list({cache_path(c): c for c in configs
                     if not (cache_path(c) / REPORT_FILE).is_file()}.values())
@@ -386,6 +387,11 @@ def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None
         lines = [k % jobs if progress else None for k in range(len(missing))]
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
             list(pool.map(_train_warm_start, missing, [torch_threads] * len(missing), lines))
+    if progress:
+        for config in {cache_path(c): c for c in configs}.values():
+            line = short_of_target(config, read_report(cache_path(config)))
+            if line:
+                print(line, flush=True)
     return [cache_path(c) for c in configs]
 
 

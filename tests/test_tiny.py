@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import importlib
+import io
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -291,21 +293,37 @@ def test_warm_start_is_cached_and_loads(short_run, monkeypatch, tok):
 
 
 def test_warm_start_shows_its_steps_and_writes_no_shard_bar(tmp_path, capfd, monkeypatch):
+    """Where stderr is not a terminal (here: captured), a plain line at each evaluation, no
+    carriage returns or escape codes (two processes' bars would interleave in a log file)."""
     warm_start(dataclasses.replace(SHORT, seed=2), tmp_path, progress=0)
     shown = capfd.readouterr().err
-    assert "warm start spell_backward+basic_arithmetic" in shown and "20/20" in shown
-    assert "accuracy spell_backward" in shown
-    assert "Writing model shards" not in shown
+    name = "warm start spell_backward+basic_arithmetic"
+    assert [line.split(", accuracy spell_backward")[0] for line in shown.splitlines()] == [
+        f"{name}: step 10/20", f"{name}: step 20/20"]
+    assert "\r" not in shown and "\x1b" not in shown and "Writing model shards" not in shown
     warm_start(dataclasses.replace(SHORT, seed=3), tmp_path)  # quiet by default
     assert "warm start" not in capfd.readouterr().err
-    # a target reached at the first evaluation (step 10): the bar ends full and says why
+    # a target reached at the first evaluation (step 10): the line says so, and it stops
     from agents.tiny import warm_start as module
 
     monkeypatch.setattr(module, "sampled_accuracy",
                         lambda model, tok, held_out, **kw: {name: 1.0 for name in held_out})
     warm_start(dataclasses.replace(SHORT, seed=4, target_accuracy=0.3), tmp_path, progress=0)
     shown = capfd.readouterr().err
-    assert "10/10" in shown and "target reached" in shown and "/20" not in shown.split("\n")[-1]
+    assert shown.splitlines() == [f"{name}: step 10/20, accuracy spell_backward 1.00, "
+                                  "basic_arithmetic 1.00, target reached"]
+    # on a terminal, the bar redrawn in place; done early, it ends full and says why
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    warm_start(dataclasses.replace(SHORT, seed=5, target_accuracy=0.3), tmp_path, progress=0)
+    shown = terminal.getvalue()
+    assert "\r" in shown and f"{name}:" in shown and "step 10/20" not in shown
+    assert "10/10" in shown and "target reached" in shown
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
 
 
 def test_a_warm_started_node_plays_in_the_env(short_run):

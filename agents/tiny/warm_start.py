@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -71,7 +72,7 @@ CACHE_VERSION = 1
 REPORT_FILE = "warm_start.json"
 
 __all__ = ["SPECIALIST_TASKS", "TinyModelConfig", "WarmStartConfig", "cache_key", "cache_path",
-           "load_tiny", "read_report", "train", "warm_start"]
+           "load_tiny", "read_report", "short_of_target", "train", "warm_start"]
 
 
 def cache_key(config: WarmStartConfig) -> str:
@@ -91,7 +92,9 @@ def train(config: WarmStartConfig, progress: int | None = None
     """Train a tiny model as ``config`` says, without the cache: ``(model, tokenizer, report)``
     (the report is what ``warm_start.json`` holds). ``progress``: None, quiet; an int, a
     progress bar over the steps on that line (0 the first; one per process training in
-    parallel), which shows the accuracy at each evaluation."""
+    parallel), which shows the accuracy at each evaluation; where stderr is not a terminal (a
+    log file, a pipe), a plain line at each evaluation instead (bars of processes training
+    side by side would interleave their cursor moves there)."""
     wall, cpu = time.perf_counter(), time.process_time()
     tokenizer = tiny_tokenizer()
     init_seq, data_seq, eval_seq = np.random.SeedSequence(config.seed).spawn(3)
@@ -107,9 +110,10 @@ def train(config: WarmStartConfig, progress: int | None = None
     losses: list[float] = []
     curve: list[dict[str, Any]] = []
     reached = False
-    bar = tqdm(total=config.max_steps, unit="step", disable=progress is None,
-               position=progress or 0, desc="warm start " + "+".join(
-                   s.name for s in config.tasks), leave=True, dynamic_ncols=True)
+    name = "warm start " + "+".join(s.name for s in config.tasks)
+    lines = progress is not None and not sys.stderr.isatty()  # plain lines, not a bar
+    bar = tqdm(total=config.max_steps, unit="step", disable=progress is None or lines,
+               position=progress or 0, desc=name, leave=True, dynamic_ncols=True)
     for step in range(1, config.max_steps + 1):
         drawn = draw_batch(streams, weights, data_rng, config.batch_size)
         tagged = tag_draws(config.tag_probability, data_rng, len(drawn))
@@ -136,12 +140,17 @@ def train(config: WarmStartConfig, progress: int | None = None
                       "seconds": time.perf_counter() - wall})
         logger.info("warm start step %d: loss %.3f, accuracy %s", step, curve[-1]["loss"],
                     {k: round(v, 3) for k, v in accuracy.items()})
-        bar.set_postfix_str("accuracy " + ", ".join(f"{k} {v:.2f}" for k, v in accuracy.items()
-                                                    if k in targets or not targets))
-        reached = all(accuracy[name] >= target for name, target in targets.items())
+        shown = "accuracy " + ", ".join(f"{k} {v:.2f}" for k, v in accuracy.items()
+                                        if k in targets or not targets)
+        reached = all(accuracy[task] >= target for task, target in targets.items())
         if targets and reached:
             bar.total = step  # done early: the bar ends full, not at a third
-            bar.set_postfix_str(bar.postfix + ", target reached")
+            shown += ", target reached"
+        bar.set_postfix_str(shown)
+        if lines:
+            print(f"{name}: step {step}/{config.max_steps}, {shown}", file=sys.stderr,
+                  flush=True)
+        if targets and reached:
             break
     bar.close()
     model.eval()
@@ -210,6 +219,19 @@ def warm_start(config: WarmStartConfig | None = None,
 def read_report(path: str | os.PathLike) -> dict[str, Any]:
     """The ``warm_start.json`` of a saved warm start: config, steps, accuracy, curve, seconds."""
     return json.loads((Path(path) / REPORT_FILE).read_text())
+
+
+def short_of_target(config: WarmStartConfig, report: dict[str, Any]) -> str | None:
+    """A line saying where a warm start stopped and what it reached, if it has a target and
+    stopped at its step cap short of it (``report``: its ``warm_start.json``); else None."""
+    targets = config.targets()
+    if not targets or report["reached"]:
+        return None
+    short = ", ".join(f"{task} {report['accuracy'][task]:.2f} (target {target:g})"
+                      for task, target in targets.items() if report["accuracy"][task] < target)
+    return (f"warm start {'+'.join(s.name for s in config.tasks)} stopped at its "
+            f"{report['steps']}-step cap short of its target: held-out accuracy {short}; "
+            "it is used as it is")
 
 
 def load_tiny(path: str | os.PathLike) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:

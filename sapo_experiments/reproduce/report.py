@@ -170,19 +170,10 @@ def format_ratio(ratio: float | None, ci: float | None) -> str:
 
 def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
                     runs: dict[str, list[dict[str, Any]]] | None = None) -> str:
-    """The table and its verdict; with ``runs``, then what changed over the run in each
-    configuration (``change_markdown``), where the runs were evaluated before round 0."""
-    tiny = config.tiny
-    autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
-    learner = {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
-               "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tiny.specialties)}, "
-                       f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
-        config.learner if isinstance(config.learner, str) else "",
-        f"agents of {describe(config.agent_factory())}")
-    seeds = seeds_text(config)
-    protocol = ("the paper's protocol (a node with J external groups answers 8 - J questions)"
-                if config.protocol == "paper" else
-                "the fixed protocol (every node answers 8 questions whatever its J)")
+    """The table and its verdict (``results.md`` begins with them); with ``runs``, then what
+    changed over the run in each configuration (``change_markdown``), where the runs were
+    evaluated before round 0."""
+    learner, protocol, seeds = learner_text(config), protocol_text(config), seeds_text(config)
     lines = [
         f"Cumulative reward (sum over rounds of the swarm-mean reward), {config.n_agents} nodes, "
         f"{config.rounds} rounds, {learner}, {protocol}; mean ± 95% CI over {seeds}. The "
@@ -213,6 +204,55 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
     change = change_markdown(runs, smoothing_window(config.rounds)) if runs else ""
     return ("\n".join(lines) + "\n" + ("\n" + compute if compute else "")
             + ("\n" + change if change else ""))
+
+
+def headline_markdown(rows: Sequence[Row], config: ReproduceConfig,
+                      runs: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """What ``sapo-env reproduce`` prints (``make demo``'s table): led by what the sweep
+    compares, each configuration's ratio to 8/0, then its cumulative reward, held-out pass@1
+    and the paper's ratio; the verdict; a line naming what only ``results.md``'s table has (the
+    batch ratio among them, which is not this comparison); what changed over the run."""
+    lines = [
+        f"{config.n_agents} nodes, {config.rounds} rounds, {learner_text(config)}, "
+        f"{protocol_text(config)}; mean ± 95% CI over {seeds_text(config)}. Ratio to 8/0: a "
+        "configuration's cumulative reward (sum over rounds of the swarm-mean reward of the "
+        "nodes' own completions) over 8/0's, paired by seed; below 1, it earned less than "
+        "isolated training. The paper's ratio is Qwen2.5-0.5B's, 2000 rounds, one seed.",
+        "",
+        "| configuration | ratio to 8/0 | cumulative reward | I | J | held-out pass@1 "
+        "| paper's ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.experiment} | {format_ratio(r.ratio, r.ratio_ci)} "
+            f"| {format_value(r.cumulative, r.cumulative_ci)} | {r.local} | {r.external} "
+            f"| {format_value(r.held_out, None, 3)} | {format_value(r.paper_ratio, None, 2)} |")
+    lines += ["", verdict(rows, config), "",
+              f"The full table in {config.out}/results.md adds the paper's cumulative rewards, "
+              "the completions a node generated, its reward per 1,000 of them, the final "
+              "moving reward, the compute per node-round and the batch ratio (the same ratio of "
+              "the reward of everything a node trained on, received groups included: genrl's "
+              "log, which favours sharing and filtering by construction; not this comparison)."]
+    change = change_markdown(runs, smoothing_window(config.rounds)) if runs else ""
+    return "\n".join(lines) + "\n" + ("\n" + change if change else "")
+
+
+def learner_text(config: ReproduceConfig) -> str:
+    """The sweep's learners in words."""
+    tiny = config.tiny
+    autocast = ", bfloat16 autocast" if tiny.compute_dtype() == "bfloat16" else ""
+    return {"sim": "simulated learners", "grpo": f"GRPO ({config.model})",
+            "tiny": f"tiny transformer {tiny_kind(tiny)} ({' / '.join(tiny.specialties)}, "
+                    f"GRPO lr {tiny.learning_rate:g}{autocast})"}.get(
+        config.learner if isinstance(config.learner, str) else "",
+        f"agents of {describe(config.agent_factory())}")
+
+
+def protocol_text(config: ReproduceConfig) -> str:
+    return ("the paper's protocol (a node with J external groups answers 8 - J questions)"
+            if config.protocol == "paper" else
+            "the fixed protocol (every node answers 8 questions whatever its J)")
 
 
 def compute_markdown(rows: Sequence[Row]) -> str:

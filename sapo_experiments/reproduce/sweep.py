@@ -21,7 +21,13 @@ from sapo_env.runtime.checkpoint import Checkpoint, is_pickle, require_state_dic
 from sapo_experiments.learners import describe
 from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig, RunSpec
 from sapo_experiments.reproduce.figures import plot_figures
-from sapo_experiments.reproduce.report import Row, format_markdown, summarise, write_csv
+from sapo_experiments.reproduce.report import (
+    Row,
+    format_markdown,
+    headline_markdown,
+    summarise,
+    write_csv,
+)
 from sapo_experiments.reproduce.specialists import specialist_markdown
 from sapo_experiments.run_files import RunFile
 from sapo_experiments.sweep import SweepResult, group_runs, run_seconds, run_sweep, seeds_of
@@ -227,6 +233,7 @@ def report(config: ReproduceConfig, finished: list[tuple[RunSpec, dict[str, Any]
     write_csv(rows, config.out / "results.csv")
     return ReproduceResult(
         config=config, rows=rows, runs=runs, table_markdown=format_markdown(rows, config, runs),
+        printed_markdown=headline_markdown(rows, config, runs),
         notes_markdown=specialist_markdown(config, runs),
         files=[config.out / "results.csv", *(plot_figures(config, runs) if config.plots else [])],
         summary={"run_seconds": run_seconds(finished),
