@@ -30,6 +30,10 @@ from agents.ratio import (
 from agents.replay import ReplayAgent
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
 
+#: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
+#: top-level package named ``agents`` too; ``sapo_experiments`` checks this mark on import.
+SAPO_ENV_AGENTS = True
+
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
     "GRPOAgent": "agents.grpo",

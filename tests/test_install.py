@@ -1,12 +1,14 @@
 """Installing: which torch build the Makefile asks for (read from ``make -n``, which runs
-nothing)."""
+nothing), and the error when the top-level ``agents`` package is another distribution's."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,27 @@ def test_an_empty_torch_index_is_the_plain_pin_and_another_is_used(tmp_path):
     cuda = "https://download.pytorch.org/whl/cu126"
     commands = dry_run("demo", path, tmp_path, f"TORCH_INDEX={cuda}")
     assert f'--index-url {cuda} "torch==2.13.0"' in commands and CPU_INDEX not in commands
+
+
+# ------------------------------------------------------------------ the name `agents`
+
+def test_another_top_level_agents_package_is_named_in_one_line(monkeypatch):
+    """OpenAI's Agents SDK installs a top-level ``agents`` too: where ``import agents`` finds
+    that one, importing the harnesses says so, in one line naming the file it found."""
+    import types
+
+    import sapo_experiments
+
+    other = types.ModuleType("agents")
+    other.__file__ = "/venv/site-packages/agents/__init__.py"
+    other.Agent = object  # what openai-agents exports; no sapo-env mark
+    monkeypatch.setitem(sys.modules, "agents", other)
+    with pytest.raises(ImportError) as raised:
+        importlib.reload(sapo_experiments)
+    message = str(raised.value)
+    assert message.startswith("'import agents' found /venv/site-packages/agents/__init__.py, "
+                              "which is not sapo-env's agents package")
+    assert "openai-agents" in message and "\n" not in message
+    monkeypatch.undo()  # sapo-env's own again: the reload goes through
+    importlib.reload(sapo_experiments)
+    sapo_experiments.check_agents(sys.modules["agents"])
