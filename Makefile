@@ -60,10 +60,11 @@ $(VENV)/.served: $(VENV)/.dev
 # where the CPU has bfloat16 instructions (--tiny-dtype fast: 1.7x faster on one that has them,
 # float32 and no faster elsewhere; BENCHMARKS.md, "The main job"); then the full
 # 200-round float32 sweep committed in docs/tiny-reproduce/, beside it. Needs torch (TORCH, from
-# TORCH_INDEX above) and transformers; nothing is downloaded from a model hub.
+# TORCH_INDEX above) and transformers; nothing is downloaded from a model hub. pytest: the README's
+# test of your own ratio policy.
 $(VENV)/.demo: $(VENV)/.core
 	$(install_torch)
-	$(PIP) -e ".[lm,plot]" tensorboard
+	$(PIP) -e ".[lm,plot]" tensorboard "pytest>=8"
 	touch $@
 
 FULL_TINY_RUN := docs/tiny-reproduce/lr3e-4/results.md

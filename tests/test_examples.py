@@ -80,7 +80,7 @@ def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp
                              "test_my_policy.py"], cwd=tmp_path, capture_output=True,
                             text=True, env=env)
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout
-    assert command[:2] == ["sapo-env", "bench-ratio"]
+    assert command[:2] == [".venv/bin/sapo-env", "bench-ratio"]  # from the clone's folder
     done = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", *command[1:], "--seeds",
                            "1", "--rounds", "12", "--scenarios", "adversarial", "--jobs", "1",
                            "--no-plots", "--no-progress", "--out", str(tmp_path / "out")],
