@@ -73,8 +73,10 @@ demo: $(VENV)/.demo
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
 
-# The classroom notebooks, run at their defaults and saved with their outputs (story 2 trains
-# tiny transformers for minutes: examples/classroom/README.md gives the times).
+# The classroom notebooks, run at their defaults and saved with their outputs in
+# examples/classroom/out/ (git ignores it: the tracked notebooks stay as they are; a maintainer
+# replaces their outputs with `$(PY) examples/classroom/run_notebooks.py --update-tracked`).
+# Story 2 trains tiny transformers for minutes: examples/classroom/README.md gives the times.
 notebooks: $(VENV)/.dev
 	$(PY) examples/classroom/run_notebooks.py
 
