@@ -59,7 +59,7 @@ def parse_actions(
     missing = [a for a in agents if a not in actions]
     if missing:
         raise ValueError(f"missing actions for nodes {missing}: every live node acts each "
-                         "round (None sits a round out: sapo_env.churn)")
+                         "round (sapo_env.churn.OFFLINE sits a round out)")
     return {agent: parse_action(agent, actions[agent], question_counts[agent], config)
             for agent in agents}
 

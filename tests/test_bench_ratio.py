@@ -22,6 +22,7 @@ from sapo_experiments.bench_ratio.policies import TUNING_GRID, spec_of
 from sapo_experiments.bench_ratio.report import (
     Headroom,
     Row,
+    num_external_figure,
     per_seed,
     ratio_ci,
     seeds_to_decide,
@@ -288,6 +289,26 @@ def test_headroom_and_captured_fraction_by_hand(tmp_path):
     [h], rows = summarise(config, runs)
     assert not h.decided and all(r.captured is None for r in rows)
     assert "No decided headroom in focal" in verdict([h], rows, config)
+
+
+def test_the_j_figure_says_it_averages_and_puts_the_scenario_changes_in_its_legend(tmp_path):
+    base = BenchConfig(out=tmp_path, policies=("fixed-4", "exp3"), seeds=3,
+                       scenarios=("adversarial",), tuned=None, rounds=30)
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps([{"key": tuning_key(base), "policies": {}, "scenarios": {
+        "adversarial": {"best_fixed": "fixed-4", "oracle": "schedule-6,2"}}}]))
+    config = dataclasses.replace(base, tuned=path)
+    runs = {("adversarial", policy): [synthetic(50.0, j, rounds=30) for _ in range(3)]
+            for policy, j in (("fixed-4", 4), ("exp3", 3), ("schedule-6,2", 6))}
+    figure = num_external_figure(config, runs)
+    import matplotlib.pyplot as plt
+    plt.close(figure)
+    assert SCENARIOS["adversarial"].changes(30)  # the grey bars are drawn
+    [legend] = figure.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels == ["best fixed", "exp3", "oracle", "the scenario changes"]
+    assert figure.get_suptitle() == ("J in force, mean over the policy nodes and 3 seeds; "
+                                     "adaptive policies smoothed over 3 rounds")
 
 
 def test_ratio_ci_with_a_constant_denominator_is_the_numerator_s_interval():

@@ -55,6 +55,20 @@ def test_an_offline_node_plays_nothing_trains_on_nothing_and_comes_back():
     assert infos["node_1"]["status"] == "online" and len(obs["node_1"]["batch"]) == 8
 
 
+def test_a_missing_action_names_the_marker_that_sits_a_round_out_and_the_env_accepts_it():
+    env = sapo_env.parallel_env(n=2, max_rounds=3)
+    nodes = demonstrators(env)
+    obs, _ = env.reset(seed=0)
+    actions = act(nodes, obs, env)
+    del actions["node_1"]
+    with pytest.raises(ValueError, match=r"\['node_1'\].*sapo_env\.churn\.OFFLINE sits a "
+                                         r"round out\)$") as refused:
+        env.step(actions)
+    assert "None" not in str(refused.value)  # docs/agents.md: OFFLINE, not None
+    _, _, _, _, infos = env.step({**actions, "node_1": OFFLINE})
+    assert infos["node_1"]["status"] == "offline"
+
+
 def test_who_is_offline_does_not_change_the_others_questions():
     def questions_of_node_0(offline_round):
         env = sapo_env.parallel_env(n=3, max_rounds=4)

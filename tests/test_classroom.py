@@ -9,6 +9,9 @@ process and take seconds.
 from __future__ import annotations
 
 import importlib.util
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +36,34 @@ def story(name: str) -> ModuleType:
 def flat(text: str) -> str:
     """Text with its line breaks and runs of spaces made single spaces (docs wrap lines)."""
     return " ".join(text.split())
+
+
+def extras() -> dict[str, str]:
+    """pyproject.toml's extras: name -> the text of its list."""
+    section = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1]
+    return dict(re.findall(r"^(\w+) = \[(.*?)\]$", section.split("\n[")[0], re.M | re.S))
+
+
+def test_the_install_command_of_the_classroom_readme_brings_jupyterlab():
+    commands = re.findall(r"`pip install -e \"\.\[([\w,]+)\]\"`", README.read_text())
+    assert commands, "examples/classroom/README.md names no `pip install -e \".[...]\"`"
+    named = set(commands[0].split(","))
+    found = extras()
+    assert named <= set(found), f"the README names extras {named - set(found)} that do not exist"
+    brought = " ".join(found[name] for name in named)
+    assert '"jupyterlab' in brought, f"`.[{commands[0]}]` does not install JupyterLab"
+    assert '"matplotlib' in brought or "sapo-env[plot]" in brought or "plot" in named, (
+        f"`.[{commands[0]}]` does not install matplotlib (the figures)")
+
+
+def test_the_notebooks_output_folder_is_ignored_by_git():
+    """What `make notebooks` writes by default leaves `git status` empty."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    written = CLASSROOM / "out" / "01_one_round_by_hand.ipynb"
+    assert story("run_notebooks").OUT == written.parent
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(written)], cwd=ROOT)
+    assert ignored.returncode == 0, f"git does not ignore {written.relative_to(ROOT)}"
 
 
 def test_the_docs_quote_what_script_02_printed_at_its_defaults():

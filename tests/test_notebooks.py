@@ -10,8 +10,10 @@ extra).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,10 +35,14 @@ BUDGETS = {  # parameters each notebook runs with here ({}: its defaults)
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, CLASSROOM / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The script ``examples/classroom/<name>.py`` as a module, registered in ``sys.modules``
+    (its dataclasses look their module up there while the class is made)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CLASSROOM / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def flat(text: str) -> str:
@@ -68,6 +74,22 @@ def test_notebook(name, tmp_path, monkeypatch):
                 f"{name}.py": load(name).__doc__}
         for doc, text in docs.items():
             assert flat(verdicts[0]) in flat(text), f"{doc} does not quote {verdicts[0]!r}"
+
+
+def test_make_notebooks_writes_to_its_folder_and_keeps_the_kernel_quiet(tmp_path, capfd):
+    """The executed notebook goes to --out; the tracked notebooks keep their bytes; the
+    kernel's stderr (which reaches the terminal) holds no warning about plain-text TCP."""
+    tracked = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in sorted(CLASSROOM.glob("*.ipynb"))}
+    load("run_notebooks").main(["--out", str(tmp_path), "01_one_round_by_hand"])
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(CLASSROOM.glob("*.ipynb"))} == tracked
+    executed = json.loads((tmp_path / "01_one_round_by_hand.ipynb").read_text())
+    assert any("image/png" in out.get("data", {}) for cell in executed["cells"]
+               for out in cell.get("outputs", []))
+    printed = capfd.readouterr()
+    assert "01_one_round_by_hand.ipynb: " in printed.out
+    assert "without encryption" not in printed.err, printed.err
 
 
 def test_make_notebooks_refuses_an_unknown_name(capsys):

@@ -1,13 +1,19 @@
 import contextlib
 import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import reasoning_gym
 
+import sapo_env
+import sapo_env.tasks
 from sapo_env import PAPER_TASKS, SwarmConfig
 from sapo_env.scoring.answers import extract_tag
 from sapo_env.tasks import QuestionSource, reference_answer, resolve, score_completions
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def draw(config, seed=0, rounds=1, counts=None):
@@ -197,3 +203,24 @@ def test_a_curriculum_in_the_env_round_by_round():
             break
     assert seen[0] == seen[1] == {"basic_arithmetic"}
     assert seen[2] == seen[3] == {"basic_arithmetic", "spell_backward"}
+
+
+def test_the_docs_recipe_gives_a_groups_answer_where_the_entrys_answer_is_none():
+    """docs/environment.md's recipe for re-deriving a group's answer from its ref gives the
+    group's `answer` for propositional_logic, whose reasoning-gym entry has answer None."""
+    text = " ".join((ROOT / "docs" / "environment.md").read_text().split())
+    recipe = re.search(r"`(sapo_env\.tasks\.reference_answer\(sapo_env\.tasks\.\w+\(ref\)\))`",
+                       text)
+    assert recipe, "docs/environment.md names no recipe for a ref's answer"
+    env = sapo_env.parallel_env(n=2, tasks=["propositional_logic"], train_budget=2,
+                                completions_per_question=2)
+    observations, _ = env.reset(seed=0)
+    actions = {a: {"completions": tuple(("", "") for _ in observations[a]["questions"]),
+                   "num_external": 0} for a in env.agents}
+    observations, *_ = env.step(actions)
+    pool = observations["node_0"]["pool"]
+    assert pool
+    for group in pool:
+        assert resolve(group["ref"])["answer"] is None
+        answer = eval(recipe.group(1), {"sapo_env": sapo_env}, {"ref": group["ref"]})
+        assert answer == group["answer"] != ""

@@ -117,23 +117,35 @@ def one_round(seed: int = 0) -> Round:
                  list(env.possible_agents))
 
 
+SCORE_TICKS = (0, 0.01, 0.05, 0.2, 0.5, 1)  # the colour bar's, partial credit among them
+
+
 def figure(played: Round):
-    """Every verifier score of the round, one panel a node (a matplotlib ``Figure``)."""
-    fig = require("matplotlib.figure", "the classroom figures").Figure(figsize=(12, 3.4))
-    for ax, a in zip(fig.subplots(1, len(played.agents)), played.agents):
+    """Every verifier score of the round, one panel a node, each cell labelled with its score
+    (a matplotlib ``Figure``). The colour scale is a power law, so that the partial credit
+    some scorers give shows as a light green, apart from 0 (white)."""
+    matplotlib = require("matplotlib", "the classroom figures")
+    fig = matplotlib.figure.Figure(figsize=(12, 3.6), layout="constrained")
+    norm = matplotlib.colors.PowerNorm(gamma=0.3, vmin=0, vmax=1)
+    axes = fig.subplots(1, len(played.agents))
+    for ax, a in zip(axes, played.agents):
         mine = sorted((g for g in played.groups.values() if g["source"] == a),
                       key=lambda g: g["id"])
         scores = np.array([g["rewards"] for g in mine])
-        ax.imshow(scores, vmin=0, vmax=1, cmap="Greens")
+        image = ax.imshow(scores, norm=norm, cmap="Greens")
+        for (k, i), score in np.ndenumerate(scores):
+            ax.text(i, k, f"{score:.2g}", ha="center", va="center", fontsize=8,
+                    color="white" if score > 0.5 else "black")
         for k, g in enumerate(mine):
             if has_zero_advantage(g["rewards"]):
-                ax.text(-0.45, k, "zero adv.", va="center", fontsize=8, color="crimson")
+                ax.text(-0.45, k - 0.3, "zero adv.", va="center", fontsize=8, color="crimson")
         ax.set_title(f"{a}: reward {played.rewards[a]:.2f}")
         ax.set_xlabel("completion")
         ax.set_yticks(range(len(mine)), [g["task"] for g in mine], fontsize=7)
-    fig.suptitle("Verifier scores of one round (green = 1); all-equal rows carry no signal: "
+    bar = fig.colorbar(image, ax=axes, ticks=SCORE_TICKS, shrink=0.9)
+    bar.set_label("verifier score (0 wrong, 1 right; between: partial credit)", fontsize=8)
+    fig.suptitle("Verifier scores of one round; all-equal rows carry no signal: "
                  "filtered from the pool, kept in their own node's batch")
-    fig.tight_layout()
     return fig
 
 

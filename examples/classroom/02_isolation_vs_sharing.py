@@ -36,8 +36,9 @@ wall, 221 s CPU one run after another (``--jobs 1``). A run uses one core, so on
 its wall time is about its CPU time: 62 s (8/0), 63 s (4/4) and 95 s (the control, which
 generates twice as much) here, and with three free cores the story takes about as long as the
 control. The first run also warm-starts the two specialists, both at once, cached in
-``~/.cache/sapo-env``: 325 s wall and 151 s CPU for the slower one here. Needs torch and
-transformers: ``pip install 'sapo-env[lm]'``.
+``~/.cache/sapo-env`` (the same two as ``make demo``'s): 178 s of CPU for the two, 119 s for the
+slower (docs/reproducing.md, "The demo"). Needs torch and transformers:
+``pip install 'sapo-env[lm]'``.
 
 Run:  python examples/classroom/02_isolation_vs_sharing.py [--rounds 40] [--seeds 1]
       [--warm-start-steps 600] [--jobs 3]

@@ -4,9 +4,14 @@ Simulated nodes solve questions with named strategies; "verify" (solve, then che
 90% of the time, the others at most 40%. Only node_0 knows "verify" at the start, and nobody
 can invent it (exploration is off). The other nodes can learn it only by reading node_0's
 shared completions in their training batches. With J=0 (no sharing) they never do; with J=4
-the skill spreads. Watch node_0 too: with the calibrated simulator a strategy read in another
-node's text enters the policy above the reader's favourite, while node_0's own "verify" only
-grows at the small learning rate, so the readers adopt it faster than the pioneer uses it.
+the skill spreads.
+
+Watch node_0 too: its readers end up using "verify" about three times as often as it does.
+That is an artefact of the simulator, not a finding: a strategy a node reads in another's text
+enters its policy at ``discovery_logit`` above its current favourite (4.3 times the favourite's
+weight, the calibrated default), so each reader adopts "verify" in one jump per task, while
+node_0 knew it from the start as one strategy among four and gets no jump: its "verify" grows
+only through the gradient, at the small learning rate.
 
 Prints, per node, the round when its probability of using "verify" first passed one half, then
 a verdict computed from those rounds, and saves ``aha_spreads.png``: each node's probability of
@@ -90,18 +95,47 @@ def verdict(reached: dict[int, dict[str, int | None]], rounds: int) -> str:
             + "; ".join(parts) + ".")
 
 
+def identical(curves: np.ndarray) -> list[list[int]]:
+    """The columns of ``curves`` (rounds, nodes) grouped by equal content, each group in
+    column order, the groups in the order of their first column."""
+    groups: list[list[int]] = []
+    for k in range(curves.shape[1]):
+        same = next((g for g in groups if np.array_equal(curves[:, g[0]], curves[:, k])), None)
+        if same is None:
+            groups.append([k])
+        else:
+            same.append(k)
+    return groups
+
+
 def figure(spread: Spread):
-    """Each node's probability of using "verify", one panel per J (a matplotlib ``Figure``)."""
+    """Each node's probability of using "verify", one panel per J (a matplotlib ``Figure``).
+    Curves that are exactly equal are drawn once, with markers, and the legend says how many
+    nodes' lines lie on it (without sharing the other nodes never know "verify")."""
     fig = require("matplotlib.figure", "the classroom figures").Figure(figsize=(11, 4))
     axes = fig.subplots(1, len(spread.verify), sharey=True)
     for ax, (num_external, verify) in zip(axes, spread.verify.items()):
-        for k, curve in enumerate(verify.T):
-            ax.plot(curve, lw=2.2 if k == 0 else 1.0, label="node_0 (pioneer)" if k == 0 else None)
+        groups = identical(verify)
+        others = sum(1 for g in groups if g[0] != 0 and len(g) == 1)
+        labelled = False
+        for group in groups:
+            curve, first = verify[:, group[0]], group[0]
+            if first == 0:
+                ax.plot(curve, lw=2.2, color="C0", label="node_0 (pioneer)")
+            elif len(group) > 1:
+                nodes = ", ".join(spread.agents[k].removeprefix("node_") for k in group)
+                ax.plot(curve, lw=1.0, color=f"C{first % 10}", marker="o",
+                        markevery=max(1, len(curve) // 12),
+                        label=f"{len(group)} identical lines (nodes {nodes})")
+            else:
+                ax.plot(curve, lw=1.0, color=f"C{first % 10}",
+                        label=None if labelled else f"{others} other nodes, a line each")
+                labelled = True
         ax.set_title(f"J={num_external}: {'sharing' if num_external else 'no sharing'}")
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="center right")
     axes[0].set_ylabel("probability of using 'verify' (mean over tasks)")
-    axes[0].legend()
     fig.suptitle("One node knows a better strategy: does it spread?")
     fig.tight_layout()
     return fig

@@ -9,8 +9,9 @@ This script runs both settings with the same simulated nodes under each seed and
 seed, the cumulative reward and a swing measure: the standard deviation, over the second half
 of the run, of each node's moving reward, averaged over nodes (learning that settles gives a
 small swing; learning and forgetting a large one). Then it says whether the seeds agree on
-which setting earns more. It saves ``too_much_external.png``: every node's moving reward under
-the first seed, one panel per setting.
+which setting earns more. It saves ``too_much_external.png``: under every seed, the learning
+nodes' mean moving reward per setting, with the band between the seeds' lowest and highest
+(left), and each seed's cumulative reward in both settings, a line per seed (right).
 
 What it shows at its defaults (3 seeds, 600 rounds): the simulator does not decide it. It
 prints:
@@ -56,11 +57,11 @@ def swing(curves: np.ndarray) -> float:
 
 @dataclass
 class Comparison:
-    """Per setting, the learning nodes' cumulative reward under each seed, and every node's
-    moving reward under the first seed (the figure)."""
+    """Per setting, under each seed: the learning nodes' cumulative reward, and their mean
+    moving reward round by round (the figure)."""
 
     earned: dict[str, list[float]]
-    first_seed_curves: dict[str, np.ndarray]
+    curves: dict[str, list[np.ndarray]]
     learners: list[str]
     names: list[str]
     window: int
@@ -84,8 +85,8 @@ def compare(rounds: int = 600, seeds: int = 3, seed: int = 0, stubborn: int = 0)
     columns = [names.index(a) for a in learners]
     settings = (("4/4", 4), ("2/6", 6))
 
-    result = Comparison({label: [] for label, _ in settings}, {}, learners, names, window, seed,
-                        stubborn)
+    result = Comparison({label: [] for label, _ in settings}, {label: [] for label, _ in settings},
+                        learners, names, window, seed, stubborn)
     for k in range(seed, seed + seeds):
         cells = []
         for label, num_external in settings:
@@ -93,7 +94,7 @@ def compare(rounds: int = 600, seeds: int = 3, seed: int = 0, stubborn: int = 0)
             nodes = simulated_swarm(names, seed=k, config=config, num_external=num_external)
             history = sapo_env.runtime.run(env, nodes, seed=k, progress=False)
             curves = metrics.moving_average(history.rewards, window)
-            result.first_seed_curves.setdefault(label, curves)
+            result.curves[label].append(np.nanmean(curves[:, columns], axis=1))
             earned = float(np.nanmean(history.rewards[:, columns], axis=1).sum())
             result.earned[label].append(earned)
             cells.append(f"{label} {earned:6.1f} (swing {swing(curves[:, columns]):.3f})")
@@ -117,19 +118,37 @@ def verdict(earned: dict[str, list[float]]) -> str:
 
 
 def figure(result: Comparison):
-    """Every node's moving reward under the first seed, one panel per setting (a matplotlib
-    ``Figure``)."""
+    """Both settings under every seed (a matplotlib ``Figure``): left, the learning nodes' mean
+    moving reward, a thin line per seed and a band from the seeds' lowest to their highest;
+    right, each seed's cumulative reward in both settings, joined by a line per seed, so a
+    change of order between seeds shows as lines that cross."""
     fig = require("matplotlib.figure", "the classroom figures").Figure(figsize=(11, 4))
-    axes = fig.subplots(1, len(result.first_seed_curves), sharey=True)
-    for ax, (label, curves) in zip(axes, result.first_seed_curves.items()):
-        for k, a in enumerate(result.names):
-            ax.plot(curves[:, k], lw=1.0, ls="-" if a in result.learners else ":")
-        ax.set_title(f"{label}, seed {result.first_seed}" + (
-            f" ({result.stubborn} stubborn nodes, dotted)" if result.stubborn else ""))
-        ax.set_xlabel("round")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"reward (moving average, {result.window} rounds)")
-    fig.suptitle("Each node's reward with 4 or 6 external groups out of 8")
+    curves_ax, seeds_ax = fig.subplots(1, 2, width_ratios=(2, 1))
+    seeds = range(result.first_seed, result.first_seed + len(result.earned["4/4"]))
+    for colour, (label, curves) in zip(("C0", "C3"), result.curves.items()):
+        stacked = np.array(curves)
+        curves_ax.fill_between(np.arange(stacked.shape[1]), stacked.min(axis=0),
+                               stacked.max(axis=0), color=colour, alpha=0.2)
+        for k, curve in zip(seeds, stacked):
+            curves_ax.plot(curve, lw=1.0, color=colour, label=label if k == seeds[0] else None)
+    curves_ax.set_xlabel("round")
+    curves_ax.set_ylabel(f"reward, mean over learning nodes\n(moving average, {result.window} "
+                         "rounds)")
+    curves_ax.set_title(f"a line per seed, band: lowest to highest of {len(seeds)} seeds"
+                        + (f" ({result.stubborn} stubborn nodes left out)" if result.stubborn
+                           else ""), fontsize=9)
+    curves_ax.legend(fontsize=8)
+    curves_ax.grid(alpha=0.3)
+    labels = list(result.earned)
+    for k, earned in zip(seeds, zip(*result.earned.values())):
+        seeds_ax.plot(labels, earned, marker="o", lw=1.0, color="grey")
+        seeds_ax.annotate(f"seed {k}: {earned[1] - earned[0]:+.1f}", (1, earned[1]),
+                          xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+    seeds_ax.set_xlim(-0.3, 1.8)
+    seeds_ax.set_ylabel("cumulative reward of the learning nodes")
+    seeds_ax.set_title("each seed: 4/4, then 2/6 (2/6 minus 4/4)", fontsize=9)
+    seeds_ax.grid(alpha=0.3)
+    fig.suptitle("4 or 6 external groups out of 8, under every seed: do the seeds agree?")
     fig.tight_layout()
     return fig
 

@@ -1,14 +1,17 @@
-"""Execute the classroom notebooks, so that their saved outputs are those of a real run.
+"""Execute the classroom notebooks and save them with the outputs of a real run.
 
 Each notebook imports the script of the same name beside it (one source for both) and has one
 cell tagged ``parameters`` holding the script's defaults. ``execute`` runs a notebook in a fresh
 kernel, inside this folder, after a cell that overrides some of those values (as papermill
 injects parameters); tests/test_notebooks.py runs the notebooks that way at small budgets.
-From the repository root, ``make notebooks`` runs them all at their defaults and saves each
-with its outputs; give names to run only some. Needs nbclient and ipykernel (the dev extra:
-``pip install -e '.[dev]'``).
+From the repository root, ``make notebooks`` runs them all at their defaults and saves the
+executed copies in ``examples/classroom/out/`` (git ignores it; ``--out DIR`` elsewhere), so
+that running them leaves the checkout as it was; give names to run only some. A maintainer who
+means to replace the tracked notebooks' saved outputs passes ``--update-tracked``. Needs
+nbclient and ipykernel (the dev or classroom extra: ``pip install -e '.[classroom]'``).
 
-Run:  python examples/classroom/run_notebooks.py [01_one_round_by_hand ...]
+Run:  python examples/classroom/run_notebooks.py [--out DIR | --update-tracked]
+      [01_one_round_by_hand ...]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOKS = sorted(p.stem for p in HERE.glob("0*.ipynb"))
+OUT = HERE / "out"
 
 
 def with_parameters(notebook: Any, parameters: dict[str, Any]) -> Any:
@@ -37,9 +41,24 @@ def with_parameters(notebook: Any, parameters: dict[str, Any]) -> Any:
     return notebook
 
 
+def kernel_config() -> Any:
+    """Configuration of the kernel manager: CurveZMQ encryption of the kernel's sockets where
+    this jupyter_client can provision the keys and the kernel declares support for them.
+    Without it ipykernel starts every kernel by warning that its local TCP traffic is plain
+    text; with an older jupyter_client, or a pyzmq without CurveZMQ, nothing changes."""
+    import zmq
+    from jupyter_client import KernelManager
+    from traitlets.config import Config
+
+    if "transport_encryption" not in KernelManager.class_trait_names() or not zmq.has("curve"):
+        return Config()
+    return Config({"KernelManager": {"transport_encryption": "auto"}})
+
+
 def execute(name: str, parameters: dict[str, Any] | None = None) -> Any:
     """Run notebook ``name`` (its stem, e.g. ``03_aha_spreads``) in a fresh kernel inside this
-    folder, with ``parameters`` overriding its defaults; returns the executed notebook."""
+    folder, with ``parameters`` overriding its defaults; returns the executed notebook (the
+    file on disk is not changed)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -47,7 +66,7 @@ def execute(name: str, parameters: dict[str, Any] | None = None) -> Any:
     if parameters:
         notebook = with_parameters(notebook, parameters)
     # no timeout: a cell runs as long as its training does (minutes on a busy CPU)
-    NotebookClient(notebook, timeout=None, kernel_name="python3",
+    NotebookClient(notebook, timeout=None, kernel_name="python3", config=kernel_config(),
                    resources={"metadata": {"path": str(HERE)}}).execute()
     return notebook
 
@@ -62,19 +81,28 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help=f"notebooks to run (default all: {' '.join(NOTEBOOKS)})")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, default=OUT,
+                       help="folder for the executed notebooks (default examples/classroom/out/, "
+                            "which git ignores)")
+    where.add_argument("--update-tracked", action="store_true",
+                       help="for maintainers: overwrite the tracked notebooks beside this script "
+                            "with the executed ones")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.names) - set(NOTEBOOKS))
     if unknown:
         parser.error(f"no notebook named {unknown}; expected some of {NOTEBOOKS}")
     import nbformat
 
+    folder = HERE if args.update_tracked else args.out
+    folder.mkdir(parents=True, exist_ok=True)
     for name in args.names or NOTEBOOKS:
         wall = time.perf_counter()
         cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         notebook = execute(name)
         used = resource.getrusage(resource.RUSAGE_CHILDREN)  # the kernel, once it has ended
-        nbformat.write(notebook, HERE / f"{name}.ipynb")
-        print(f"{name}.ipynb: {time.perf_counter() - wall:.0f} s wall, "
+        nbformat.write(notebook, folder / f"{name}.ipynb")
+        print(f"{folder / name}.ipynb: {time.perf_counter() - wall:.0f} s wall, "
               f"{used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime:.0f} s CPU "
               f"in its kernel", flush=True)
 

@@ -342,9 +342,21 @@ def verdict(headrooms: Sequence[Headroom], rows: Sequence[Row], config: BenchCon
 def plot_num_external(config: BenchConfig,
                       runs: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
                       path: Path) -> Path:
+    """Save :func:`num_external_figure` to ``path``."""
+    fig = num_external_figure(config, runs)
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def num_external_figure(config: BenchConfig,
+                        runs: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]) -> Any:
     """J over time per adaptive policy against the oracle's schedule, one panel per scenario:
-    the mean over the policy nodes and the seeds, smoothed over the table's window; the
-    rounds where the scenario changes are marked."""
+    the mean over the policy nodes and the seeds (adaptive policies also smoothed over the
+    table's window), as the title says; grey bars, in the legend, mark the rounds where the
+    scenario changes. A matplotlib figure."""
     require("matplotlib", "the ratio benchmark's figure (--no-plots skips it)").use("Agg")
     import matplotlib.pyplot as plt
 
@@ -354,6 +366,7 @@ def plot_num_external(config: BenchConfig,
     fig, axes = plt.subplots((count + columns - 1) // columns, columns,
                              figsize=(4.2 * columns, 3.2 * ((count + columns - 1) // columns)),
                              sharey=True, squeeze=False)
+    legend: dict[str, Any] = {}
     for ax, scenario in zip(axes.flat, config.scenarios):
         oracle, best = config.oracle(scenario), config.best_fixed(scenario)
         for policy in config.policies_of(scenario):
@@ -369,18 +382,21 @@ def plot_num_external(config: BenchConfig,
             else:
                 ax.plot(moving_average(curve, window), lw=1, label=policy)
         for r in SCENARIOS[scenario].changes(config.rounds):
-            ax.axvline(r, color="grey", alpha=0.4, lw=3)
+            ax.axvline(r, color="grey", alpha=0.4, lw=3, label="the scenario changes")
         title = f"{scenario}" + (f": oracle {oracle}, best fixed {best}" if oracle else "")
         ax.set_title(title, fontsize=8)
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
     for ax in axes.flat[count:]:
         ax.set_visible(False)
     for row in axes:
         row[0].set_ylabel("J in force")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=7)
+    seeds = max((len(r) for r in runs.values()), default=0)
+    fig.suptitle(f"J in force, mean over the policy nodes and {seeds} seeds; adaptive policies "
+                 f"smoothed over {window} rounds", fontsize=9)
+    fig.legend(list(legend.values()), list(legend), loc="lower center",
+               ncol=min(len(legend), 5), fontsize=7)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
