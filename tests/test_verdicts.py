@@ -1,6 +1,7 @@
 """Paired verdicts with Holm's correction and the minimum detectable effect
 (sapo_experiments.verdicts)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,10 +9,15 @@ import pytest
 
 from sapo_experiments.verdicts import (
     Comparison,
+    decide,
+    equivalence_margin,
+    equivalence_p_value,
     holm,
+    holm_rejected,
     minimum_detectable_effect,
     paired,
     seeds_needed,
+    seeds_needed_for,
 )
 
 
@@ -67,3 +73,67 @@ def test_the_detectable_effect_of_a_comparison_uses_its_own_spread():
     assert c.detectable() == pytest.approx(
         minimum_detectable_effect(float(np.std(a - b, ddof=1)), 24))
     assert not c.exploratory
+
+
+def _with_tost_p(p: float, seeds: int = 6):
+    """Differences of mean 0 and their bound at which the TOST p-value is ``p``."""
+    from scipy import stats
+
+    d = np.array([1.0, -1.0] * (seeds // 2))
+    se = np.std(d, ddof=1) / math.sqrt(seeds)
+    return d, float(stats.t.isf(p, seeds - 1) * se)
+
+
+def test_equivalence_p_value_is_the_larger_one_sided_p_value():
+    from scipy import stats
+
+    d = [0.3, 0.1, 0.2]  # mean 0.2, sd 0.1
+    se = 0.1 / math.sqrt(3)
+    expected = max(stats.t.sf((0.2 + 0.5) / se, 2), stats.t.cdf((0.2 - 0.5) / se, 2))
+    assert equivalence_p_value(d, 0.5) == pytest.approx(expected)
+    assert expected == pytest.approx(stats.t.cdf(-0.3 / se, 2))  # the nearer end decides
+    # at level alpha, equivalent exactly when the (1 - 2 alpha) interval lies inside the bound
+    upper_end = 0.2 + stats.t.ppf(0.95, 2) * se
+    assert equivalence_p_value(d, upper_end * 1.001) < 0.05 < equivalence_p_value(
+        d, upper_end * 0.999)
+    assert equivalence_p_value([1.0, 1.0], 2.0) == 0.0  # no spread, inside
+    assert equivalence_p_value([1.0, 1.0], 1.0) == 1.0  # no spread, on the bound
+    with pytest.raises(ValueError, match="bound must be > 0"):
+        equivalence_p_value(d, 0.0)
+
+
+def test_decide_tries_equivalence_only_where_no_difference_is_decided():
+    higher = paired("higher", [1.0, 1.2, 0.9, 1.1], [0.0, 0.1, 0.0, 0.2])
+    level = paired("level", [1.00, 1.01, 0.99, 1.00], [1.0, 1.0, 1.0, 1.0])
+    wide = paired("wide", [1.0, -1.0, 0.5, -0.5], [0.0, 0.0, 0.0, 0.0])
+    decided = decide([higher, level, wide], bounds=[5.0, 0.1, 0.1])
+    assert [c.verdict for c in decided] == ["higher", "equivalent", "not decided"]
+    assert decided[1].bound == 0.1 and decided[1].equivalence_p < 0.05 and decided[1].decided
+    assert not decided[2].decided and decided[2].equivalence_p > 0.05
+    with pytest.raises(ValueError, match="one per comparison"):
+        decide([higher], bounds=[])
+
+
+def test_equivalence_tests_are_holm_corrected_as_a_family():
+    d, bound = _with_tost_p(0.04)
+    alone = paired("a", d, np.zeros(len(d)))
+    assert alone.p_value == 1.0  # mean 0: no difference to decide
+    assert decide([alone], [bound])[0].verdict == "equivalent"  # 0.04 <= 0.05
+    twice = decide([alone, dataclasses.replace(alone, name="b")], [bound, bound])
+    assert [c.verdict for c in twice] == ["not decided"] * 2  # 0.04 > 0.05 / 2
+    assert holm_rejected([0.01, 0.04, 0.03]) == {0}
+    assert holm_rejected([0.01, 0.02]) == {0, 1} and holm_rejected([float("nan")]) == set()
+
+
+def test_seeds_needed_for_takes_the_test_that_decides_sooner():
+    d = np.array([0.5, -0.5] * 3)  # mean 0, sd 0.5477
+    sd = float(np.std(d, ddof=1))
+    c = dataclasses.replace(paired("x", d, np.zeros(6)), bound=1.0)
+    n = seeds_needed_for(c)
+    assert equivalence_margin(sd, n) <= 1.0 < equivalence_margin(sd, n - 1)
+    assert seeds_needed_for(dataclasses.replace(c, bound=float("nan"))) is None  # mean 0
+    shifted = dataclasses.replace(paired("y", d + 2.0, np.zeros(6)), bound=1.0)
+    assert seeds_needed_for(shifted) == seeds_needed(sd, 2.0)  # outside the bound: difference
+    # inside the bound but near its end, the difference test can be the quicker one
+    near = dataclasses.replace(paired("z", d + 0.9, np.zeros(6)), bound=1.0)
+    assert seeds_needed_for(near) == seeds_needed(sd, 0.9)
