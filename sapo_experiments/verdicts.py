@@ -116,7 +116,8 @@ def paired(name: str, a: Sequence[float], b: Sequence[float]) -> Comparison:
 def holm_rejected(p_values: Sequence[float], alpha: float = ALPHA) -> set[int]:
     """The indices of ``p_values`` whose null hypotheses Holm's step-down procedure rejects
     at family-wise level ``alpha``."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    order = sorted(range(len(p_values)),
+                   key=lambda i: p_values[i] if not math.isnan(p_values[i]) else math.inf)
     m, rejected = len(p_values), set()
     for rank, i in enumerate(order):
         if not p_values[i] <= alpha / (m - rank):  # NaN fails too
@@ -158,13 +159,13 @@ def decide(comparisons: Sequence[Comparison], bounds: Sequence[float],
     over their difference tests decides it (:func:`holm`), else "equivalent" where Holm over
     their equivalence tests (:func:`equivalence_p_value` against ``bounds[i]``, each stated
     before the data) decides that its mean difference lies within ``±bounds[i]``, else "not
-    decided". Both families at family-wise level ``alpha``."""
+    decided". Both families at family-wise level ``alpha``; a bound that is not > 0 (NaN: none)
+    makes no equivalence test, and its comparison counts in that family as one not rejected."""
     if len(bounds) != len(comparisons):
         raise ValueError(f"bounds: one per comparison, got {len(bounds)} for "
                          f"{len(comparisons)}")
-    tested = [dataclasses.replace(c, bound=float(b),
-                                  equivalence_p=equivalence_p_value(c.differences, b))
-              for c, b in zip(comparisons, bounds)]
+    tested = [dataclasses.replace(c, bound=float(b), equivalence_p=equivalence_p_value(
+        c.differences, b) if b > 0 else float("nan")) for c, b in zip(comparisons, bounds)]
     equivalent = holm_rejected([c.equivalence_p for c in tested], alpha)
     return [c if c.decided else dataclasses.replace(c, verdict="equivalent")
             if i in equivalent else c for i, c in enumerate(holm(tested, alpha))]

@@ -16,6 +16,7 @@ from sapo_env import PAPER_TASKS
 from sapo_experiments import learners
 from sapo_experiments.bench_ratio import SCENARIOS, BenchConfig, RunSpec, bench, run_one, tune
 from sapo_experiments.bench_ratio import cli as bench_cli
+from sapo_experiments.bench_ratio import tracks
 from sapo_experiments.bench_ratio import tuning as tuning_module
 from sapo_experiments.bench_ratio.config import QUICK, TUNED_FILE, read_tuning, tuning_key
 from sapo_experiments.bench_ratio.policies import TUNING_GRID, spec_of
@@ -221,11 +222,11 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
                              "run_seconds_total", "run_cpu_seconds_total", "tuning",
-                             "headroom", "rows"]
+                             "headroom", "rows", "scores", "tests"]
     assert summary["jobs"] == 1 and set(summary["settings"]) == {
         "out", "policies", "scenarios", "sb3_model", "seeds", "tune_seeds", "base_seed",
         "rounds", "n_agents", "learner", "tuned", "jobs", "ray", "resume", "plots",
-        "progress", "quick"}
+        "progress", "quick", "track", "held_out_questions", "held_out_every"}
     headroom, rows = summarise(config, runs)
     assert json.dumps([summary["headroom"], summary["rows"]]) == json.dumps(
         [[dataclasses.asdict(h) for h in headroom], [dataclasses.asdict(r) for r in rows]])
@@ -356,7 +357,8 @@ def test_tuning_chooses_on_training_seeds_and_the_benchmark_uses_it(tmp_path, mo
     training seeds, the oracle beats it there (or is None), each policy keeps the setting with
     the highest mean relative gain; the benchmark then plays both and builds the policy with
     that setting; a second tune of another scenario keeps the first's entry."""
-    monkeypatch.setattr(tuning_module, "FIXED_GRID", (0, 6))
+    monkeypatch.setitem(tracks.TRACKS, "sim", dataclasses.replace(tracks.TRACKS["sim"],
+                                                                  fixed_grid=(0, 6)))
     monkeypatch.setattr(tuning_module, "ORACLE_PHASES", 2)
     monkeypatch.setattr(tuning_module, "ADAPTIVE", ("exp3",))
     path = tmp_path / "tuned.json"

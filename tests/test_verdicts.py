@@ -123,6 +123,11 @@ def test_equivalence_tests_are_holm_corrected_as_a_family():
     assert [c.verdict for c in twice] == ["not decided"] * 2  # 0.04 > 0.05 / 2
     assert holm_rejected([0.01, 0.04, 0.03]) == {0}
     assert holm_rejected([0.01, 0.02]) == {0, 1} and holm_rejected([float("nan")]) == set()
+    # a NaN (no test) sorts last whatever its place, and still counts in the family's size
+    assert holm_rejected([float("nan"), 0.02]) == {1}
+    assert holm_rejected([float("nan"), 0.03]) == set()  # 0.03 > 0.05 / 2
+    no_bound = decide([alone], [float("nan")])[0]
+    assert no_bound.verdict == "not decided" and np.isnan(no_bound.equivalence_p)
 
 
 def test_seeds_needed_for_takes_the_test_that_decides_sooner():

@@ -9,7 +9,6 @@ import sys
 
 from sapo_experiments import learners, sweep_cli
 from sapo_experiments.bench_ratio.config import (
-    BENCH_LEARNER,
     DEFAULT_SCENARIOS,
     FULL,
     QUICK,
@@ -19,10 +18,21 @@ from sapo_experiments.bench_ratio.config import (
 from sapo_experiments.bench_ratio.policies import DEFAULT_POLICIES, POLICIES
 from sapo_experiments.bench_ratio.scenarios import SCENARIOS
 from sapo_experiments.bench_ratio.sweep import BenchResult, bench
+from sapo_experiments.bench_ratio.tracks import REAL_FULL, REAL_LEARNER, REAL_QUICK, TRACKS
 from sapo_experiments.bench_ratio.tuning import tune
+from sapo_experiments.reproduce.cli import add_tiny_arguments, tiny_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--track", choices=list(TRACKS), default="sim",
+                        help="the world the policies are ranked in: sim (default), simulated "
+                             "learners, the world in which the paper's claim that sharing "
+                             "pays holds by construction; real, tiny transformers trained by "
+                             "GRPO from one common base at 0.10 accuracy with TIS (the "
+                             "--tiny-* defaults), every node following the policy, the fixed "
+                             "ratios 8/0 6/2 4/4 2/6, held-out accuracy evaluated: "
+                             f"{REAL_FULL['seeds']} seeds x {REAL_FULL['rounds']} rounds, "
+                             "hours of CPU (records/bench-ratio-real/)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a smoke test of the wiring, not a benchmark: {QUICK['rounds']} "
                              f"rounds x {QUICK['seeds']} seeds in "
@@ -32,9 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "--policies fixed-4 --policy MODULE:NAME: yours and fixed-4 against "
                              "each default scenario's best fixed ratio and oracle, "
                              f"{FULL['seeds']} seeds x {FULL['rounds']} rounds (8.4 min of "
-                             "CPU; 5.5 min wall on 2 cores at load 2-5)")
+                             "CPU; 5.5 min wall on 2 cores at load 2-5). With --track real: "
+                             "fixed-0 and fixed-4 (and yours, --policy) on "
+                             f"{REAL_QUICK['seeds']} seeds x {REAL_QUICK['rounds']} rounds, "
+                             "ranked on the three scores with their CIs (exploratory)")
     parser.add_argument("--policies", nargs="+", default=None, metavar="LABEL",
                         help="policies to evaluate (default: " + " ".join(DEFAULT_POLICIES)
+                             + "; real track: " + " ".join(TRACKS["real"].default_policies(False))
+                             + "; real quick: " + " ".join(TRACKS["real"].default_policies(True))
                              + "); built in: " + " ".join(POLICIES) + "; all: every built-in "
                              "one; fixed-J for any J in [0, 8]; schedule-J1,J2,... (equal "
                              "phases); each scenario's best fixed ratio and oracle are added")
@@ -46,12 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--scenarios", nargs="+", default=None, choices=list(SCENARIOS),
                         metavar="NAME", help="scenarios to play (default: "
                         + " ".join(DEFAULT_SCENARIOS) + "; see docs/ratio-policies.md)")
-    parser.add_argument("--learner", default="sim", metavar="sim|tiny|MODULE:FACTORY",
-                        help="who plays the nodes: simulated learners past the Aha (default), "
-                             "tiny transformer specialists trained by GRPO (real learners, "
+    parser.add_argument("--learner", default=None, metavar="sim|tiny|MODULE:FACTORY",
+                        help="who plays the nodes (default: the track's): simulated learners "
+                             "past the Aha (the sim track's), tiny transformers trained by GRPO "
+                             "as the --tiny-* options say (the real track's; real learners, "
                              "slower: see docs/tiny-reproduce), or an agent factory's import "
                              "path (sapo_experiments.learners:simulated_learners: the calibrated "
                              "simulated learner)")
+    add_tiny_arguments(parser, REAL_LEARNER)
     parser.add_argument("--sb3-model", default=None, metavar="PATH",
                         help="a trained stable-baselines3 model (examples/train_meta_agent.py "
                              "saves one): adds the 'ppo' policy")
@@ -77,16 +94,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
-    learner = ({"sim": BENCH_LEARNER, "tiny": learners.TinyLearners()}.get(args.learner)
-               or learners.load(args.learner))
+    track = TRACKS[args.track]
+    name = args.learner or ("tiny" if args.track == "real" else "sim")
+    learner = (TRACKS["sim"].learner if name == "sim" else tiny_from_args(args)
+               if name == "tiny" else learners.load(name))
     if args.policy and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: my_policy.py here imports
     policies = tuple(args.policies or ()) + tuple(args.policy)
     if args.policy and not args.policies:
-        policies = DEFAULT_POLICIES + policies
+        policies = track.default_policies(args.quick) + policies
     return BenchConfig(
-        **sweep_cli.sweep_fields(args), sb3_model=args.sb3_model, n_agents=args.nodes,
-        learner=learner, tuned=None if args.tuned == "none" else args.tuned,
+        **sweep_cli.sweep_fields(args), track=args.track, sb3_model=args.sb3_model,
+        n_agents=args.nodes, learner=learner,
+        tuned=None if args.tuned == "none" else args.tuned,
         tune_seeds=args.tune_seeds,
         scenarios=tuple(args.scenarios) if args.scenarios else None,
         **({"policies": policies} if policies else {}))

@@ -3,7 +3,8 @@
 Policies are named by labels (:mod:`sapo_experiments.bench_ratio.policies`).
 
 Every run is one swarm of a scenario (:mod:`sapo_experiments.bench_ratio.scenarios`) played by the
-learner (``BENCH_LEARNER`` by default) under the paper's protocol. Seeds: the env and learner
+learner of a track (:mod:`sapo_experiments.bench_ratio.tracks`: ``sim``, simulated learners, by
+default; ``real``, tiny real learners) under the paper's protocol. Seeds: the env and learner
 seeds of seed k come from ``base_seed`` as in ``sapo-env reproduce``; the policies' own
 randomness and the scenario's scripted nodes from two more children of the same seed. Every
 policy of a scenario plays the same swarm under the same seeds (common random numbers), so
@@ -21,11 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.simulated_text import STRATEGIES
 from sapo_env.validation import check_int
 from sapo_experiments import learners
 from sapo_experiments.bench_ratio.policies import (
-    DEFAULT_POLICIES,
     POLICIES,
     TUNING_GRID,
     file_label,
@@ -34,33 +33,18 @@ from sapo_experiments.bench_ratio.policies import (
     spec_of,
 )
 from sapo_experiments.bench_ratio.scenarios import SCENARIOS
+from sapo_experiments.bench_ratio.tracks import (  # noqa: F401 - the sim track's, named here too
+    BENCH_LEARNER,
+    DEFAULT_SCENARIOS,
+    FULL,
+    QUICK,
+    TRACKS,
+    Track,
+)
 from sapo_experiments.learners import AgentFactory
-from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key
+from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key, seeds_of
 
 TRAINING_SEED_START = 1000  #: tuning and the oracle search use seeds 1000, 1001, ...
-
-BENCH_LEARNER = learners.SimulatedLearners({
-    "known_strategies": STRATEGIES, "start_tag_prob": 0.3, "slot_aligned_draws": True})
-"""The benchmark's default nodes: simulated learners that start past the "Aha". Every node
-knows every strategy from round 0 and tags 30% of its answers, so rewards move within the
-first hundred rounds; and a question slot's random numbers do not depend on J, so the same
-seed under two policies differs only through what the policies change. Why not the
-calibrated default (``sapo_experiments.learners.simulated_learners``): over a few hundred rounds
-its runs hinge on when a node stumbles on the best strategy (probability 5e-5 per completion),
-so seeds disagree by a third of the cumulative reward and a J's effect is lost in that
-(docs/bench-ratio/README.md has the numbers); it learns over the paper's 2000 rounds, which a
-benchmark of many policies and seeds cannot afford on a laptop."""
-
-
-DEFAULT_SCENARIOS = ("adversarial", "on-off", "drift")
-"""The scenarios whose headroom the held-out seeds decide (docs/bench-ratio/README.md): in
-``all``, ``focal``, ``mixed``, ``curriculum`` and ``churn`` the oracle does not beat the
-best fixed ratio beyond its CI, so no policy can be ranked on adaptation there; they stay
-playable with ``scenarios=``."""
-FULL = {"rounds": 300, "seeds": 10, "tune_seeds": 3, "scenarios": DEFAULT_SCENARIOS,
-        "out": "out/bench-ratio"}
-QUICK = {"rounds": 40, "seeds": 2, "tune_seeds": 2, "scenarios": ("focal", "adversarial"),
-         "out": "out/bench-ratio-quick"}
 TUNED_FILE = Path(__file__).with_name("tuned.json")
 """The committed tuning and oracle search (``sapo-env bench-ratio --tune`` rewrites its entry
 for the settings it ran with)."""
@@ -69,32 +53,46 @@ for the settings it ran with)."""
 @dataclass(frozen=True)
 class BenchConfig(SweepConfig):
     """Settings of the ratio benchmark (and ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``,
-    ``jobs``, ``ray``, ...). A field left at None takes ``FULL``'s value, or with
-    ``quick=True`` (a smoke test: 15.7 s wall, 27.9 s CPU on an idle 2-core machine, 70 s and 46 s
-    at load 4; too short to conclude anything, as its table says) ``QUICK``'s: held-out seeds per
-    policy and scenario 10, quick 2 (paired across policies); rounds per run 300, quick 40; output
-    folder ``out/bench-ratio``, quick ``out/bench-ratio-quick``. On Ray, the learner factory and
-    ``sb3_model`` must be importable and readable where the tasks run."""
+    ``jobs``, ``ray``, ...). A field left at None takes its track's full preset, or with
+    ``quick=True`` its quick one. ``sim`` (``FULL``, ``QUICK``): held-out seeds per policy and
+    scenario 10, quick 2 (paired across policies); rounds per run 300, quick 40 (a smoke test:
+    15.7 s wall, 27.9 s CPU on an idle 2-core machine, 70 s and 46 s at load 4; too short to
+    conclude anything, as its table says); output folder ``out/bench-ratio``, quick
+    ``out/bench-ratio-quick``. ``real``: ``tracks.REAL_FULL`` and ``tracks.REAL_QUICK``. On Ray,
+    the learner factory and ``sb3_model`` must be importable and readable where the tasks
+    run."""
 
-    policies: tuple[Any, ...] = DEFAULT_POLICIES
+    track: str = "sim"
+    """The world the policies are ranked in (:mod:`sapo_experiments.bench_ratio.tracks`):
+    ``"sim"`` or ``"real"``; it gives the defaults of the fields left at None."""
+    policies: tuple[Any, ...] | None = None
     """Policies to evaluate: labels (built-in, ``fixed-J``, ``schedule-...``, ``"module:Name"``
     of your own; ``"all"``: every built-in one) or your own policy classes and functions (see
     the module docstring); ``ppo`` is added when ``sb3_model`` is given. The best fixed ratio
-    and the oracle of each scenario are added from the tuning."""
+    and the oracle of each scenario are added from the tuning. None: the track's (``sim``:
+    ``DEFAULT_POLICIES``)."""
     scenarios: tuple[str, ...] | None = None
-    """Scenarios of :mod:`sapo_experiments.bench_ratio.scenarios` (``SCENARIOS``; None:
-    ``DEFAULT_SCENARIOS``, quick focal and adversarial)."""
+    """Scenarios of :mod:`sapo_experiments.bench_ratio.scenarios` (``SCENARIOS``; None: the
+    track's, ``sim`` ``DEFAULT_SCENARIOS``, quick focal and adversarial; ``real`` all)."""
     sb3_model: str | None = None
     """A trained stable-baselines3 model (``examples/train_meta_agent.py`` saves one)."""
     tune_seeds: int | None = None
-    """Training seeds of the tuning and the oracle search (None: 3, quick 2)."""
+    """Training seeds of the tuning and the oracle search (None: the track's, ``sim`` 3, quick
+    2; ``real`` 2)."""
     n_agents: int = 8
     """Nodes per swarm at the start (at least 2; churn adds as many joiners as leave)."""
-    learner: AgentFactory = BENCH_LEARNER
-    """Who plays the nodes (see ``sapo_experiments.learners``): ``BENCH_LEARNER`` (simulated,
-    past the Aha), the calibrated simulated learner (``learners.simulated_learners``), tiny
-    real learners (``learners.TinyLearners()``: their tasks and empty system prompt go into
-    every swarm, their warm starts are trained first) or any agent factory."""
+    learner: AgentFactory | None = None
+    """Who plays the nodes (see ``sapo_experiments.learners``; None: the track's):
+    ``BENCH_LEARNER`` (simulated, past the Aha), the calibrated simulated learner
+    (``learners.simulated_learners``), tiny real learners (``learners.TinyLearners``, e.g.
+    ``tracks.REAL_LEARNER``: their tasks and empty system prompt go into every swarm, their
+    warm starts are trained first) or any agent factory."""
+    held_out_questions: int | None = None
+    """Held-out questions every node answers at each evaluation, one sample each (0: no
+    evaluation; None: the track's, ``sim`` 0, ``real`` 256, quick 64). Tiny learners are also
+    evaluated before round 0."""
+    held_out_every: int | None = None
+    """Rounds between held-out evaluations, and one after the last round (None: 50)."""
     tuned: str | Path | None = TUNED_FILE
     """The tuning file: the built-in policies' tuned settings and, per scenario, the best fixed
     ratio and the oracle found on the training seeds, for these settings (learner, rounds,
@@ -104,10 +102,21 @@ class BenchConfig(SweepConfig):
     """The entry of ``tuned`` for these settings, or {} (read at construction)."""
 
     def presets(self) -> dict[str, Any]:
-        return QUICK if self.quick else FULL
+        return {**self.track_spec.presets(self.quick),
+                "policies": self.track_spec.default_policies(self.quick),
+                "learner": self.track_spec.learner}
+
+    @property
+    def track_spec(self) -> Track:
+        """The track named ``track``."""
+        if self.track not in TRACKS:
+            raise ValueError(f"track must be one of {list(TRACKS)}, got {self.track!r}")
+        return TRACKS[self.track]
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_int("held_out_questions", self.held_out_questions, 0)
+        check_int("held_out_every", self.held_out_every, 1)
         labels = []
         for policy in self.policies:
             if policy == "all":
@@ -176,8 +185,15 @@ class BenchConfig(SweepConfig):
                 for p in self.policies_of(s)]
 
     def prepare(self, jobs: int) -> None:
+        self.train_warm_starts(jobs, range(self.seeds))
+
+    def train_warm_starts(self, jobs: int, seed_indices: Any) -> None:
+        """The tiny learners' warm starts of the seeds ``seed_indices`` (a common base per
+        seed, or the specialists' for every seed), trained once, not by every run at the
+        same time; nothing for other learners."""
         if isinstance(self.learner, learners.TinyLearners):
-            self.learner.warm_starts(jobs)  # trained once, not by every run at the same time
+            self.learner.warm_starts(jobs, [seeds_of(self.base_seed, k)[1] for k in seed_indices],
+                                     progress=self.progress)
 
     def settings(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -216,11 +232,15 @@ class RunSpec(RunSpecBase):
         model = None
         if self.policy == "ppo":
             model = hashlib.sha256(Path(c.sb3_model).read_bytes()).hexdigest()[:16]
+        # held-out evaluation enters the key only where there is one: the sim track's keys
+        # stay those of its committed runs
+        held_out = ({"held_out": [c.held_out_every, c.held_out_questions]}
+                    if c.held_out_questions else {})
         return run_key({"policy": self.policy, "scenario": self.scenario,
                         "seed": self.seed_index, "base_seed": c.base_seed, "rounds": c.rounds,
                         "n_agents": c.n_agents, "learner": learners.describe(c.learner),
                         "model": model, "policy_source": policy_source_digest(self.policy),
-                        "kwargs": self.kwargs})
+                        "kwargs": self.kwargs, **held_out})
 
     @property
     def kwargs(self) -> dict[str, Any]:

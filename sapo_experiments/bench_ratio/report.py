@@ -297,6 +297,10 @@ def format_markdown(headrooms: Sequence[Headroom], rows: Sequence[Row],
 
 def verdict(headrooms: Sequence[Headroom], rows: Sequence[Row], config: BenchConfig) -> str:
     """Where is there headroom, and which adaptive policy captures how much of it?"""
+    if config.quick and config.track == "real":
+        return (f"**This is the real track's quick run ({config.rounds} rounds x {config.seeds} "
+                "seeds): it ranks the policies on three scores below, exploratory.** `sapo-env "
+                "bench-ratio --track real` runs the full track (records/bench-ratio-real/).")
     if config.quick:
         return (f"**This is the quick run ({config.rounds} rounds x {config.seeds} seeds): a "
                 "smoke test of the pipeline, too short to conclude anything.** `sapo-env "

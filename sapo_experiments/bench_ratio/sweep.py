@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from sapo_env.config import TaskSpec
+from sapo_experiments import learners
+from sapo_experiments.bench_ratio import scoreboard
 from sapo_experiments.bench_ratio.config import BenchConfig, RunSpec, spec_of, swarm_settings
 from sapo_experiments.bench_ratio.report import (
     Headroom,
@@ -21,6 +23,7 @@ from sapo_experiments.bench_ratio.report import (
     summarise,
 )
 from sapo_experiments.bench_ratio.scenarios import SCENARIOS
+from sapo_experiments.reproduce.sweep import compute_arrays
 from sapo_experiments.run_files import RunFile
 from sapo_experiments.sweep import SweepResult, group_runs, run_sweep, seeds_of, total_seconds
 
@@ -42,8 +45,12 @@ def run_one(spec: RunSpec) -> Path:
 
 
 def compute(spec: RunSpec) -> RunFile:
-    """Run one swarm; its file holds the per-round rewards, J and completions generated."""
+    """Run one swarm; its file holds the per-round rewards, J and completions generated, and
+    with held-out evaluation (``held_out_questions``) the held-out scores; with tiny learners
+    also what each node-round cost (``reproduce.sweep.compute_arrays``) and the reward of
+    what each node trained on (``batch_rewards``, received groups included)."""
     import sapo_env.runtime
+    from sapo_env.runtime import metrics
 
     c = spec.config
     learner_settings = swarm_settings(c)
@@ -63,18 +70,31 @@ def compute(spec: RunSpec) -> RunFile:
     policies = {a: spec_of(label).build(s, a, c, spec.kwargs if a in swarm.policy_nodes
                                         else {})
                 for (a, label), s in zip(roles.items(), streams)}
+    tiny = isinstance(c.learner, learners.TinyLearners)
+    # tiny learners: also what the base knew before round 0 (a simulated learner keys its
+    # sampling on the round, so an evaluation before it would change its run)
+    held_out = metrics.HeldOutEvaluator(every=c.held_out_every, n_questions=c.held_out_questions,
+                                        seed=c.base_seed, at_start=tiny)
     started = time.perf_counter()
     cpu = time.process_time()
     history = sapo_env.runtime.run(env, agents, progress=False, seed=env_seed,
-                                   ratio_policies=policies)
+                                   ratio_policies=policies,
+                                   callbacks=[held_out] if c.held_out_questions else [])
     env.close()
     meta = {"key": spec.key(), "policy": spec.policy, "scenario": spec.scenario,
             "seed_index": spec.seed_index, "env_seed": env_seed, "roles": roles,
             "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu}
-    return RunFile(spec.path, meta, {
-        "rewards": history.rewards, "num_external": history.num_external,
-        "generated": history.generated,
-        "uses_policy": np.array([a in swarm.policy_nodes for a in names])})
+    arrays = {"rewards": history.rewards, "num_external": history.num_external,
+              "generated": history.generated,
+              "uses_policy": np.array([a in swarm.policy_nodes for a in names])}
+    if c.held_out_questions:
+        result = held_out.result
+        arrays.update(held_out_rounds=np.asarray(result.rounds, dtype=np.int64),
+                      held_out_scores=result.as_array())
+    if tiny:
+        arrays.update(compute_arrays(history),
+                      batch_rewards=metrics.info_array(history, "batch_mean_reward"))
+    return RunFile(spec.path, meta, arrays)
 
 
 @dataclass(kw_only=True)
@@ -82,21 +102,28 @@ class BenchResult(SweepResult):
     config: BenchConfig
     headroom: list[Headroom]
     rows: list[Row]
+    boards: list[scoreboard.Board]  #: the three scores of each scenario
+    tests: list[scoreboard.Test]  #: the report's tests, decided
 
 
 def report(config: BenchConfig, finished: list[tuple[RunSpec, dict[str, Any]]]) -> BenchResult:
-    """The tables and the figure of J over time."""
+    """The tables (the leaderboard, then the three scores, ``scoreboard``) and the figure of J
+    over time."""
     runs = group_runs(finished, lambda spec: (spec.scenario, spec.policy))
     headroom, rows = summarise(config, runs)
+    score_boards, tests = scoreboard.boards(config, runs, headroom)
     figure = config.out / "num_external.png"
     return BenchResult(
-        config=config, headroom=headroom, rows=rows,
-        table_markdown=format_markdown(headroom, rows, config),
+        config=config, headroom=headroom, rows=rows, boards=score_boards, tests=tests,
+        table_markdown=format_markdown(headroom, rows, config) + "\n"
+        + scoreboard.markdown(score_boards, tests, config),
         files=[plot_num_external(config, runs, figure)] if config.plots else [],
         summary={"run_seconds_total": total_seconds(finished),
                  "run_cpu_seconds_total": total_seconds(finished, "cpu_seconds"),
                  "tuning": {k: v for k, v in config.tuning.items() if k != "trace"},
-                 "headroom": [asdict(h) for h in headroom], "rows": [asdict(x) for x in rows]})
+                 "headroom": [asdict(h) for h in headroom], "rows": [asdict(x) for x in rows],
+                 "scores": [asdict(b) for b in score_boards],
+                 "tests": [asdict(t) for t in tests]})
 
 
 def bench(config: BenchConfig | None = None) -> BenchResult:

@@ -83,10 +83,12 @@ def add_tiny_arguments(parser: argparse.ArgumentParser, tiny: learners.TinyLearn
     parser.add_argument("--tiny-specialties", nargs="+", default=list(tiny.specialties),
                         metavar="TASK", help="tiny learner: each node's warm-start task, dealt "
                         "round-robin (default: " + " ".join(tiny.specialties) + ")")
-    parser.add_argument("--tiny-common-base", action="store_true",
+    parser.add_argument("--tiny-common-base", action=argparse.BooleanOptionalAction,
+                        default=tiny.common_base,
                         help="tiny learner: start every node from one warm start on every "
                              "specialty, a different one per seed (the paper's one base "
-                             "model), instead of specialists")
+                             "model), instead of specialists (default "
+                             f"{'on' if tiny.common_base else 'off'})")
     parser.add_argument("--tiny-target-accuracy", type=float, default=tiny.target_accuracy,
                         help="tiny learner: the warm start stops at this held-out accuracy "
                              f"(default {tiny.target_accuracy}); low, with a common base, "
@@ -149,10 +151,9 @@ def add_tiny_arguments(parser: argparse.ArgumentParser, tiny: learners.TinyLearn
                              f"{tiny.dtype}: float32 on a CPU)")
 
 
-def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
-    learner = (args.learner if args.learner in ("sim", "tiny", "grpo")
-               else learners.load(args.learner))
-    tiny = learners.TinyLearners(
+def tiny_from_args(args: argparse.Namespace) -> learners.TinyLearners:
+    """The tiny learner the ``--tiny-*`` options (``add_tiny_arguments``) describe."""
+    return learners.TinyLearners(
         specialties=tuple(args.tiny_specialties), learning_rate=args.tiny_lr,
         max_grad_norm=args.tiny_max_grad_norm or None, dtype=args.tiny_dtype,
         common_base=args.tiny_common_base, target_accuracy=args.tiny_target_accuracy,
@@ -164,6 +165,12 @@ def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
         off_policy_correction=args.tiny_off_policy, ftis_statistic=args.tiny_ftis_statistic,
         rescue_gate=args.tiny_rescue_gate,
         share_prompts=not args.tiny_copied_prompts)
+
+
+def config_from_args(args: argparse.Namespace) -> ReproduceConfig:
+    learner = (args.learner if args.learner in ("sim", "tiny", "grpo")
+               else learners.load(args.learner))
+    tiny = tiny_from_args(args)
     swarm = {}
     for item in args.swarm:
         name, sep, value = item.partition("=")
