@@ -14,9 +14,16 @@ from agents.adversarial import AdversarialAgent
 from agents.churning import ChurningAgent
 from sapo_env import PAPER_TASKS
 from sapo_experiments import learners
-from sapo_experiments.bench_ratio import SCENARIOS, BenchConfig, RunSpec, bench, run_one, tune
+from sapo_experiments.bench_ratio import (
+    SCENARIOS,
+    BenchConfig,
+    RunSpec,
+    bench,
+    run_one,
+    tracks,
+    tune,
+)
 from sapo_experiments.bench_ratio import cli as bench_cli
-from sapo_experiments.bench_ratio import tracks
 from sapo_experiments.bench_ratio import tuning as tuning_module
 from sapo_experiments.bench_ratio.config import QUICK, TUNED_FILE, read_tuning, tuning_key
 from sapo_experiments.bench_ratio.policies import TUNING_GRID, spec_of

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 from sapo_experiments import learners
-from sapo_experiments.bench_ratio import bench, scoreboard, tune
+from sapo_experiments.bench_ratio import bench, scoreboard, tracks, tune
 from sapo_experiments.bench_ratio import cli as bench_cli
 from sapo_experiments.bench_ratio import sweep as sweep_module
-from sapo_experiments.bench_ratio import tracks
 from sapo_experiments.bench_ratio.config import BenchConfig, RunSpec
 from sapo_experiments.bench_ratio.report import Headroom
 from sapo_experiments.bench_ratio.tuning import transferred_settings

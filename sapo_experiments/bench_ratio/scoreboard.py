@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 
 from sapo_experiments.bench_ratio.config import BenchConfig
-from sapo_experiments.bench_ratio.report import Headroom, kind_of, signed
+from sapo_experiments.bench_ratio.report import Headroom, kind_of
 from sapo_experiments.bench_ratio.scores import (
     SCORE_NAMES,
     SCORES,
     generation_budget,
     per_seed_scores,
 )
+from sapo_experiments.intervals import ci_digits
 from sapo_experiments.reproduce.report import format_value, mean_ci
 from sapo_experiments.verdicts import (
     ALPHA,
@@ -148,15 +149,22 @@ def tests_of(h: Headroom, policies: Sequence[str], scores: Mapping[str, Mapping[
     return found
 
 
+def signed(mean: float, ci: float | None, score: str) -> str:
+    """A difference on ``score`` and its 95% CI, "+0.012 ± 0.009", with ``DIGITS[score]``
+    decimals or the more :func:`ci_digits` needs to show the interval's side of 0."""
+    d = ci_digits(mean, ci, DIGITS[score])
+    return f"{mean:+.{d}f}" + ("" if ci is None or not np.isfinite(ci) else f" ± {ci:.{d}f}")
+
+
 def _cell(cell: Cell, score: str) -> str:
     return "–" if not np.isfinite(cell.mean) else format_value(cell.mean, cell.ci,
                                                                DIGITS[score])
 
 
-def _versus(cell: Cell, test: Test | None) -> str:
+def _versus(cell: Cell, score: str, test: Test | None) -> str:
     if cell.vs_best is None:
         return "–"
-    text = signed(cell.vs_best, cell.vs_best_ci)
+    text = signed(cell.vs_best, cell.vs_best_ci, score)
     return text + (f" **{test.comparison.verdict}**" if test is not None else "")
 
 
@@ -183,7 +191,7 @@ def markdown(boards_: Sequence[Board], tests: Sequence[Test], config: BenchConfi
             name = r.policy + (" (best fixed)" if r.policy == b.best_fixed else "") + (
                 " (oracle)" if r.policy == b.oracle else "")
             cells = [c for s in SCORES for c in (
-                _cell(r.cells[s], s), _versus(r.cells[s], by.get((r.scenario, r.policy, s))))]
+                _cell(r.cells[s], s), _versus(r.cells[s], s, by.get((r.scenario, r.policy, s))))]
             cells.insert(4, format_value(r.budget_round, None, 0))
             lines.append(f"| {rank} | {name} | " + " | ".join(cells) + " |")
     lines += ["", tests_text(tests, config)]
@@ -208,6 +216,6 @@ def tests_text(tests: Sequence[Test], config: BenchConfig) -> str:
                 if t.headroom else f"{t.policy} in {t.scenario}")
         more = ("" if c.decided else f", {t.seeds_needed} seeds would decide it"
                 if t.seeds_needed else ", more than 1000 seeds would")
-        text.append(f"{what} {signed(c.mean, c.ci)}{relative}, {c.higher_in} of {c.seeds} "
+        text.append(f"{what} {signed(c.mean, c.ci, t.score)}{relative}, {c.higher_in} of {c.seeds} "
                     f"seeds higher: **{c.verdict}**{more};")
     return " ".join(text)[:-1] + "."
