@@ -1,6 +1,7 @@
 """docs/bench-ratio/ (the default scenarios) and docs/bench-ratio/other-scenarios/: each
-results.md (headroom, leaderboard, verdict) is what its committed run arrays give, every line
-of it, so the leaderboard can be verified from the repository."""
+results.md (headroom, leaderboard, verdict, the three scores and their tests) is what its
+committed run arrays give, every line of it, so the leaderboard can be verified from the
+repository."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sapo_experiments.bench_ratio.config import BenchConfig
-from sapo_experiments.bench_ratio.report import format_markdown, summarise
+from sapo_experiments.bench_ratio.sweep import tables
 from sapo_experiments.run_files import load_run
 
 RECORD = Path(__file__).resolve().parents[1] / "docs" / "bench-ratio"
@@ -33,5 +34,4 @@ def test_the_committed_leaderboard_is_what_the_committed_arrays_give(folder: Pat
     assert {scenario for scenario, _ in runs} == set(scenarios)
     assert len(runs) == 12 * len(scenarios)  # 11 policies and the oracle
     assert all(len(rs) == config.seeds for rs in runs.values())
-    assert format_markdown(*summarise(config, runs), config) == (
-        folder / "results.md").read_text()
+    assert tables(config, runs).markdown == (folder / "results.md").read_text()

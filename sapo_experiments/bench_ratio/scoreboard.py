@@ -208,14 +208,14 @@ def tests_text(tests: Sequence[Test], config: BenchConfig) -> str:
             "best fixed ratio's mean; seeds that would decide one: 80% power at 5% / "
             f"{len(tests)}, at its mean and spread)" + (
                 f", **exploratory** ({config.seeds} seeds, under {EXPLORATORY_BELOW})"
-                if config.seeds < EXPLORATORY_BELOW else "") + ":"]
+                if config.seeds < EXPLORATORY_BELOW else "") + ":", ""]
     for t in tests:
         c = t.comparison
         relative = f" ({c.mean / c.reference:+.1%})" if c.reference else ""
         what = (f"headroom on {SCORE_NAMES[t.score]} in {t.scenario} ({t.policy})"
                 if t.headroom else f"{t.policy} in {t.scenario}")
-        more = ("" if c.decided else f", {t.seeds_needed} seeds would decide it"
-                if t.seeds_needed else ", more than 1000 seeds would")
-        text.append(f"{what} {signed(c.mean, c.ci, t.score)}{relative}, {c.higher_in} of {c.seeds} "
-                    f"seeds higher: **{c.verdict}**{more};")
-    return " ".join(text)[:-1] + "."
+        more = ("" if c.decided else f"; {t.seeds_needed} seeds would decide it"
+                if t.seeds_needed else "; more than 1000 seeds would")
+        text.append(f"- {what}: {signed(c.mean, c.ci, t.score)}{relative}, {c.higher_in} of "
+                    f"{c.seeds} seeds higher: **{c.verdict}**{more}")
+    return "\n".join(text)

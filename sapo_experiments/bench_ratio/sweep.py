@@ -5,6 +5,7 @@ processes or Ray tasks, resumable."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -106,24 +107,43 @@ class BenchResult(SweepResult):
     tests: list[scoreboard.Test]  #: the report's tests, decided
 
 
+@dataclass
+class Tables:
+    """What the report computes from the runs, and ``results.md``'s text."""
+
+    headroom: list[Headroom]
+    rows: list[Row]
+    boards: list[scoreboard.Board]
+    tests: list[scoreboard.Test]
+    markdown: str  #: the leaderboard, then the three scores
+
+
+def tables(config: BenchConfig, runs: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
+           ) -> Tables:
+    """The report's tables from the runs by (scenario, policy), seeds in order."""
+    headroom, rows = summarise(config, runs)
+    boards, tests = scoreboard.boards(config, runs, headroom)
+    return Tables(headroom, rows, boards, tests, format_markdown(headroom, rows, config) + "\n"
+                  + scoreboard.markdown(boards, tests, config))
+
+
 def report(config: BenchConfig, finished: list[tuple[RunSpec, dict[str, Any]]]) -> BenchResult:
     """The tables (the leaderboard, then the three scores, ``scoreboard``) and the figure of J
     over time."""
     runs = group_runs(finished, lambda spec: (spec.scenario, spec.policy))
-    headroom, rows = summarise(config, runs)
-    score_boards, tests = scoreboard.boards(config, runs, headroom)
+    t = tables(config, runs)
     figure = config.out / "num_external.png"
     return BenchResult(
-        config=config, headroom=headroom, rows=rows, boards=score_boards, tests=tests,
-        table_markdown=format_markdown(headroom, rows, config) + "\n"
-        + scoreboard.markdown(score_boards, tests, config),
+        config=config, headroom=t.headroom, rows=t.rows, boards=t.boards, tests=t.tests,
+        table_markdown=t.markdown,
         files=[plot_num_external(config, runs, figure)] if config.plots else [],
         summary={"run_seconds_total": total_seconds(finished),
                  "run_cpu_seconds_total": total_seconds(finished, "cpu_seconds"),
                  "tuning": {k: v for k, v in config.tuning.items() if k != "trace"},
-                 "headroom": [asdict(h) for h in headroom], "rows": [asdict(x) for x in rows],
-                 "scores": [asdict(b) for b in score_boards],
-                 "tests": [asdict(t) for t in tests]})
+                 "headroom": [asdict(h) for h in t.headroom],
+                 "rows": [asdict(x) for x in t.rows],
+                 "scores": [asdict(b) for b in t.boards],
+                 "tests": [asdict(x) for x in t.tests]})
 
 
 def bench(config: BenchConfig | None = None) -> BenchResult:
