@@ -81,8 +81,9 @@ def test_warm_starts_are_trained_for_the_seeds_that_run_before_the_runs(monkeypa
 def test_a_track_with_an_oracle_grid_plays_every_schedule_and_transfers_the_settings(
         tmp_path, monkeypatch):
     """The oracle of a grid is the best of its schedules on the training seeds (every one
-    played, each in the trace); a track that does not tune its policies takes the sim
-    track's settings. Simulated learners here, for speed."""
+    played, each in the trace), whether or not it beats the best fixed ratio; a track that
+    does not tune its policies takes the sim track's settings. Simulated learners here, for
+    speed."""
     grid = ((0, 6), (6, 0))
     monkeypatch.setitem(tracks.TRACKS, "sim", dataclasses.replace(
         tracks.TRACKS["sim"], fixed_grid=(0, 6), oracle_grid=grid, tune_policies=False))
@@ -97,8 +98,10 @@ def test_a_track_with_an_oracle_grid_plays_every_schedule_and_transfers_the_sett
     assert [label for label, _ in scenario["search"]] == [
         scenario["best_fixed"], "schedule-0,6", "schedule-6,0"]
     best_schedule = max(scenario["search"][1:], key=lambda t: t[1])
-    beats = best_schedule[1] > scenario["search"][0][1]
-    assert scenario["oracle"] == (best_schedule[0] if beats else None)
+    # the best schedule even where it does not beat the best fixed ratio: the held-out seeds
+    # measure its headroom, which may be shown equivalent to none
+    assert scenario["oracle"] == best_schedule[0]
+    assert scenario["oracle_cumulative"] == best_schedule[1]
     assert entry["policies"] == transferred_settings() and entry["policies"]
     assert all(e["transferred_from"] == "sim" for e in entry["policies"].values())
 
