@@ -89,9 +89,11 @@ def test_a_track_with_an_oracle_grid_plays_every_schedule_and_transfers_the_sett
         tracks.TRACKS["sim"], fixed_grid=(0, 6), oracle_grid=grid, tune_policies=False))
     config = BenchConfig(out=tmp_path, scenarios=("on-off",), policies=("fixed-0",),
                          tune_seeds=2, rounds=12, seeds=2, n_agents=4, jobs=1, progress=False,
-                         plots=False, tuned=tmp_path / "tuned.json")
+                         plots=False, tuned=tmp_path / "tuned.json", held_out_questions=4)
     entry = tune(config)
     names = {p.stem for p in (tmp_path / "tuning").glob("*.npz")}
+    # the search reads no held-out score, so its runs spend nothing on one
+    assert "held_out_scores" not in load_run(tmp_path / "tuning" / "on-off_fixed-0_seed1000.npz")
     assert names == {f"on-off_{label}_seed{k}" for k in (1000, 1001) for label in
                      ("fixed-0", "fixed-6", "schedule-0,6", "schedule-6,0")}
     scenario = entry["scenarios"]["on-off"]

@@ -95,8 +95,9 @@ def tune(config: BenchConfig, policies: bool = True) -> dict[str, Any]:
     if config.tuned is None:
         raise ValueError("tuned is None: give the tuning file to write (--tuned PATH)")
     started = time.perf_counter()
-    # untuned, so that the held-out policies' settings cannot leak into the candidates
-    base = replace(config, tuned=None)
+    # untuned, so that the held-out policies' settings cannot leak into the candidates; no
+    # held-out evaluation, which no search reads
+    base = replace(config, tuned=None, held_out_questions=0)
     score = _Scorer(base)
     scenarios, grid = config.scenarios, config.track_spec.fixed_grid
     fixed = score([(s, f"fixed-{j}", None) for s in scenarios for j in grid])
