@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "--tiny-* defaults), every node following the policy, the fixed "
                              "ratios 8/0 6/2 4/4 2/6, held-out accuracy evaluated: "
                              f"{REAL_FULL['seeds']} seeds x {REAL_FULL['rounds']} rounds, "
-                             "hours of CPU (records/bench-ratio-real/)")
+                             "about 8 CPU-hours for the whole track, 0.6 for one entry of "
+                             "yours beside its committed runs (records/bench-ratio-real/)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a smoke test of the wiring, not a benchmark: {QUICK['rounds']} "
                              f"rounds x {QUICK['seeds']} seeds in "
@@ -45,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "CPU; 5.5 min wall on 2 cores at load 2-5). With --track real: "
                              "fixed-0 and fixed-4 (and yours, --policy) on "
                              f"{REAL_QUICK['seeds']} seeds x {REAL_QUICK['rounds']} rounds, "
-                             "ranked on the three scores with their CIs (exploratory)")
+                             "ranked on the three scores with their CIs (exploratory; about 8 "
+                             "CPU-minutes)")
     parser.add_argument("--policies", nargs="+", default=None, metavar="LABEL",
                         help="policies to evaluate (default: " + " ".join(DEFAULT_POLICIES)
                              + "; real track: " + " ".join(TRACKS["real"].default_policies(False))
