@@ -68,14 +68,18 @@ def canned_actions(observations: dict) -> dict:
 
 def read_everything(value) -> int:
     """Reads every key, string, number and array element of plain data; returns a count."""
+    if isinstance(value, str):
+        return len(value)
     if isinstance(value, dict):
         return sum(read_everything(k) + read_everything(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return sum(map(read_everything, value))
     if isinstance(value, np.ndarray):
         return int(value.size) + bool(np.isnan(value.sum()))
-    if isinstance(value, str):
-        return len(value)
+    if isinstance(value, (int, float)) or value is None:
+        return 1
+    if isinstance(value, Sequence):  # a view of the pool
+        return sum(map(read_everything, value))
     return 1
 
 
