@@ -77,11 +77,12 @@ class RoundCopies:
 
     def value(self, value: Any) -> Any:
         """A read-only copy of plain data."""
+        copy = self._copies.get(id(value))  # a record copied before (the common case)
+        if copy is not None:
+            return copy
         if isinstance(value, (dict, np.ndarray)):
-            copy = self._copies.get(id(value))
-            if copy is None:
-                copy = self._copies[id(value)] = self._copy(value)
-                self._records.append(value)
+            copy = self._copies[id(value)] = self._copy(value)
+            self._records.append(value)
             return copy
         if isinstance(value, (list, tuple)):
             return tuple(map(self.value, value))
