@@ -107,8 +107,10 @@ def run(nodes: int, rounds: int, batched: bool) -> dict[str, list[float]]:
     joint = agents["node_0"].joint_actor
     observations, _ = env.reset(seed=0)
     times: dict[str, list[float]] = {k: [] for k in ("act", "learn", "step", "act_cpu",
-                                                      "learn_cpu", "step_cpu")}
+                                                      "learn_cpu", "step_cpu", "faults",
+                                                      "system")}
     for _ in range(rounds + 1):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         if batched:
             actions, wall, cpu = timed(joint.act_jointly, observations)
         else:
@@ -126,6 +128,9 @@ def run(nodes: int, rounds: int, batched: bool) -> dict[str, list[float]]:
             _, wall, cpu = timed(lambda b: {a: agents[a].learn(b[a]) for a in b}, batches)
         times["learn"].append(wall)
         times["learn_cpu"].append(cpu)
+        after = resource.getrusage(resource.RUSAGE_SELF)  # the allocator's cost: page faults
+        times["faults"].append(after.ru_minflt - usage.ru_minflt)
+        times["system"].append(after.ru_stime - usage.ru_stime)
     return {k: v[1:] for k, v in times.items()}  # the first round warms up
 
 
@@ -307,17 +312,12 @@ def per_node_worker(sizes: list[int], rounds: int, allocator: str) -> dict:
         raise SystemExit("no glibc mallopt here: nothing to compare")
     found = {}
     for nodes in sizes:
-        before = resource.getrusage(resource.RUSAGE_SELF)
-        times = run(nodes, rounds, batched=True)
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        median = {k: statistics.median(v) for k, v in times.items()}
+        median = {k: statistics.median(v) for k, v in run(nodes, rounds, batched=True).items()}
         found[nodes] = {
             "wall": median["act"] + median["learn"] + median["step"],
             "cpu": median["act_cpu"] + median["learn_cpu"] + median["step_cpu"],
             "act_cpu": median["act_cpu"], "learn_cpu": median["learn_cpu"],
-            # over every round, the warm-up's and the swarm's construction included
-            "faults": (after.ru_minflt - before.ru_minflt) / (rounds + 1),
-            "system": (after.ru_stime - before.ru_stime) / (rounds + 1)}
+            "faults": median["faults"], "system": median["system"]}
     return found
 
 
@@ -359,8 +359,8 @@ def compare_per_node(sizes: list[int], rounds: int, threads: int) -> str:
         "paper's round (J = 4: 4 questions x 8 completions of up to 12 new tokens; learning "
         "on its training set with advantages set to +1 / -1); the env step included; medians "
         f"over {rounds} rounds after a warm-up round, each allocator in a process of its own "
-        "(its settings are the process's). System time and minor page faults: a round's "
-        "average over every round, the warm-up and the swarm's construction included. "
+        "(its settings are the process's). System time and minor page faults of a round "
+        "(`resource.getrusage`), medians too. "
         "`keep_freed_memory()` (`sapo_experiments.allocator`) sets glibc's `M_MMAP_THRESHOLD`"
         " to 32 MiB, `M_TRIM_THRESHOLD` to 2 GiB - 1 and `M_TOP_PAD` to 256 MiB through "
         "`mallopt`: freed blocks stay in the process instead of being unmapped and faulted in"
