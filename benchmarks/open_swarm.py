@@ -120,7 +120,7 @@ def report(r: dict, command: str) -> str:
         f"{1e3 * median(wall):.0f} ms |",
         f"| of which the env (CPU) | {1e3 * median(c - a for c, a in zip(cpu, agents)):.0f} ms |",
         f"| of which the nodes' act and learn (CPU) | {1e3 * median(agents):.0f} ms |",
-        f"| a round per live node (CPU) | "
+        f"| a round per node that played (CPU) | "
         f"{1e6 * median(c / max(1, p) for c, p in zip(cpu, played)):.0f} us |",
         f"| first / last quarter of the rounds, median CPU | {1e3 * early:.0f} / "
         f"{1e3 * late:.0f} ms |",
