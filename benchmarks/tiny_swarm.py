@@ -3,6 +3,8 @@
 Run by hand:  python benchmarks/tiny_swarm.py [--nodes 8] [--rounds 5] [--threads 1,2] [--write]
               python benchmarks/tiny_swarm.py --compare prompt-sharing [--rounds 8]
                   [--dtypes float32,bfloat16] [--write]
+              python benchmarks/tiny_swarm.py --compare per-node [--sizes 8,32] [--rounds 5]
+                  [--threads 1] [--write]
 
 Each node is an ``agents.GRPOAgent`` on the default tiny model (``agents.tiny``, untrained
 weights: speed does not depend on them), in the paper's round: J = 4, so 4 questions a node,
@@ -22,6 +24,12 @@ round, wall time and process CPU time. ``--write`` replaces the "## Batched tiny
 section of BENCHMARKS.md (but its ``###`` subsections), with the machine, date and load
 average.
 
+``--compare per-node`` times the batched swarm alone at each of ``--sizes`` (cost per node:
+flat in the nodes means it scales), once with glibc's allocator at its defaults and once as the
+tiny harness sets it (``sapo_experiments.allocator.keep_freed_memory``), each in a process of
+its own, with the page faults and system time of a round; ``--write`` replaces the "### Per-node
+cost and the allocator" subsection.
+
 ``--compare prompt-sharing`` times the batched swarm against itself instead:
 ``batched_swarm(share_prompts=True)`` (a prompt's completions read its keys and values once)
 against ``share_prompts=False`` (each reads its own copy), in the paper's round with the pool
@@ -33,14 +41,17 @@ sharing), takes its turn with them, the baseline of issue 33's "2x per round". I
 counts each round's matrix-product FLOPs (``torch.utils.flop_counter``: every ``bmm``,
 generation and the learn step's forward and backward, as run, padding included) on a few more
 rounds, and times a 2048 x 2048 matrix product on this CPU as its peak, in float32
-and bfloat16. ``--write`` replaces the "### Prompt-prefix sharing" subsection.
+and bfloat16; shares of peak are of GFLOP per CPU second (process CPU time) on both sides.
+``--write`` replaces the "### Prompt-prefix sharing" subsection.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,6 +71,7 @@ import sapo_env  # noqa: E402
 from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
+from sapo_experiments.allocator import keep_freed_memory  # noqa: E402
 
 SECTION = "## Batched tiny swarm"
 SUBSECTION = "### Prompt-prefix sharing"
@@ -95,8 +107,10 @@ def run(nodes: int, rounds: int, batched: bool) -> dict[str, list[float]]:
     joint = agents["node_0"].joint_actor
     observations, _ = env.reset(seed=0)
     times: dict[str, list[float]] = {k: [] for k in ("act", "learn", "step", "act_cpu",
-                                                      "learn_cpu", "step_cpu")}
+                                                      "learn_cpu", "step_cpu", "faults",
+                                                      "system")}
     for _ in range(rounds + 1):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         if batched:
             actions, wall, cpu = timed(joint.act_jointly, observations)
         else:
@@ -114,6 +128,9 @@ def run(nodes: int, rounds: int, batched: bool) -> dict[str, list[float]]:
             _, wall, cpu = timed(lambda b: {a: agents[a].learn(b[a]) for a in b}, batches)
         times["learn"].append(wall)
         times["learn_cpu"].append(cpu)
+        after = resource.getrusage(resource.RUSAGE_SELF)  # the allocator's cost: page faults
+        times["faults"].append(after.ru_minflt - usage.ru_minflt)
+        times["system"].append(after.ru_stime - usage.ru_stime)
     return {k: v[1:] for k, v in times.items()}  # the first round warms up
 
 
@@ -163,16 +180,18 @@ class _nothing:  # noqa: N801  (a context manager that does nothing, where no co
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
-    """GFLOP/s of the fastest of ``repeats`` ``size``-square matrix products, at the current
-    thread count: what this CPU's BLAS reaches on a shape that suits it."""
+    """GFLOP per CPU second (process CPU time, all threads) of the fastest of ``repeats``
+    ``size``-square matrix products, at the current thread count: what this CPU's BLAS
+    reaches on a shape that suits it. CPU time, not wall: on a machine shared with other work
+    wall time counts the others' turns too, and would halve a share of peak."""
     a = torch.randn(size, size).to(dtype)
     b = torch.randn(size, size).to(dtype)
     a @ b
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         a @ b
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return 2 * size**3 / best / 1e9
 
 
@@ -196,8 +215,8 @@ def compare_prompt_sharing(nodes: int, rounds: int, threads: list[int], dtypes: 
     for count in threads:
         torch.set_num_threads(count)
         fp32, bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
-        peaks.append(f"{count} thread{'s' if count > 1 else ''}: {fp32:.0f} GFLOP/s float32, "
-                     f"{bf16:.0f} GFLOP/s bfloat16")
+        peaks.append(f"{count} thread{'s' if count > 1 else ''}: {fp32:.0f} GFLOP per CPU "
+                     f"second float32, {bf16:.0f} bfloat16")
         for dtype in dtypes:
             line = compare_at(nodes, rounds, count, dtype, fp32 if dtype == "float32" else bf16)
             print(line, flush=True)
@@ -226,7 +245,9 @@ def compare_prompt_sharing(nodes: int, rounds: int, threads: list[int], dtypes: 
         f"non-zero; medians over {rounds} rounds after a warm-up round, env step not "
         "included. FLOPs: matrix products as run (padding included), counted by "
         "`torch.utils.flop_counter` on 2 more rounds; the backward counts twice the forward. "
-        "Peak: the fastest 2048 x 2048 matrix product, "
+        "Shares of peak are in CPU time (process CPU time, all threads) on both sides, so that "
+        "other work on the machine does not halve them. Peak: the fastest 2048 x 2048 matrix "
+        "product, "
         f"{'; '.join(peaks)}; each line's share of peak is against its dtype's.\n\n"
         + "\n".join(lines) + "\n"
     )
@@ -264,12 +285,13 @@ def compare_at(nodes: int, rounds: int, count: int, dtype: str, peak: float) -> 
         f"({old['learn'] / new['learn']:.2f}x; CPU {new['learn_cpu']:.3f} vs "
         f"{old['learn_cpu']:.3f} s). Matrix products: {round_gflop:.1f} GFLOP a round shared "
         f"(act {gflop[shared]['act']:.1f}, learn {gflop[shared]['learn']:.1f}), "
-        f"{copied_gflop:.1f} copied, so **{round_gflop / new_round:.0f} GFLOP/s shared, "
-        f"{100 * round_gflop / new_round / peak:.0f}% of the {dtype} peak** "
-        f"({copied_gflop / old_round:.0f} GFLOP/s, "
-        f"{100 * copied_gflop / old_round / peak:.0f}% copied); learn alone "
-        f"{gflop[shared]['learn'] / new['learn']:.0f} against "
-        f"{gflop[copied]['learn'] / old['learn']:.0f} GFLOP/s."
+        f"{copied_gflop:.1f} copied, so **{round_gflop / new_cpu:.0f} GFLOP per CPU second "
+        f"shared, {100 * round_gflop / new_cpu / peak:.0f}% of the {dtype} peak** "
+        f"({copied_gflop / old_cpu:.0f}, {100 * copied_gflop / old_cpu / peak:.0f}% copied; "
+        f"{round_gflop / new_round:.0f} GFLOP per wall second shared); act alone "
+        f"{100 * gflop[shared]['act'] / new['act_cpu'] / peak:.0f}%, learn alone "
+        f"{100 * gflop[shared]['learn'] / new['learn_cpu'] / peak:.0f}% of peak "
+        f"({100 * gflop[copied]['learn'] / old['learn_cpu'] / peak:.0f}% copied)."
     )
     if dtype != "float32":
         base = median[(False, "float32")]
@@ -278,6 +300,79 @@ def compare_at(nodes: int, rounds: int, count: int, dtype: str, peak: float) -> 
                  f"in turn with these: {base_round:.2f} s (CPU {base_cpu:.2f} s), so "
                  f"**{base_round / new_round:.2f}x** ({base_cpu / new_cpu:.2f}x in CPU time).")
     return line
+
+
+PER_NODE = "### Per-node cost and the allocator"
+
+
+def per_node_worker(sizes: list[int], rounds: int, allocator: str) -> dict:
+    """In a process of its own: the batched swarm's rounds at each size, with glibc's
+    allocator at its defaults or as the tiny harness sets it (``keep_freed_memory``)."""
+    if allocator == "kept" and not keep_freed_memory():
+        raise SystemExit("no glibc mallopt here: nothing to compare")
+    found = {}
+    for nodes in sizes:
+        median = {k: statistics.median(v) for k, v in run(nodes, rounds, batched=True).items()}
+        found[nodes] = {
+            "wall": median["act"] + median["learn"] + median["step"],
+            "cpu": median["act_cpu"] + median["learn_cpu"] + median["step_cpu"],
+            "act_cpu": median["act_cpu"], "learn_cpu": median["learn_cpu"],
+            "faults": median["faults"], "system": median["system"]}
+    return found
+
+
+def compare_per_node(sizes: list[int], rounds: int, threads: int) -> str:
+    """The batched swarm's cost per node at each size, glibc's defaults against the tiny
+    harness's setting, each in a process of its own; the subsection text."""
+    load_before = os.getloadavg()
+    results = {}
+    for allocator in ("default", "kept"):
+        out = subprocess.run([sys.executable, __file__, "--per-node-worker", allocator,
+                              "--sizes", ",".join(map(str, sizes)), "--rounds", str(rounds),
+                              "--threads", str(threads)], capture_output=True, text=True,
+                             check=True)
+        results[allocator] = {int(k): v for k, v in
+                              json.loads(out.stdout.strip().splitlines()[-1]).items()}
+        print(allocator, results[allocator], flush=True)
+    load_after = os.getloadavg()
+    rows = []
+    for allocator, label in (("default", "glibc's defaults"),
+                             ("kept", "`keep_freed_memory()` (the tiny harness)")):
+        found = results[allocator]
+        for nodes in sizes:
+            r = found[nodes]
+            rows.append(
+                f"| {label} | {nodes} | {1e3 * r['cpu'] / nodes:.0f} | "
+                f"{r['cpu'] / nodes / (found[sizes[0]]['cpu'] / sizes[0]):.2f} | "
+                f"{1e3 * r['wall'] / nodes:.0f} | {1e3 * r['act_cpu'] / nodes:.0f} | "
+                f"{1e3 * r['learn_cpu'] / nodes:.0f} | {r['system']:.2f} | "
+                f"{r['faults']:,.0f} |")
+    return (
+        f"{PER_NODE}\n\n`python benchmarks/tiny_swarm.py --compare per-node --sizes "
+        f"{','.join(map(str, sizes))} --rounds {rounds} --threads {threads}` on "
+        f"{datetime.date.today()}, {machine()}, torch {torch.__version__}, {threads} torch "
+        f"thread{'s' if threads > 1 else ''}. Load average (1, 5, 15 min) before "
+        f"{', '.join(f'{x:.1f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.1f}' for x in load_after)} (2 cores: above 2, other work shared "
+        "them; CPU time is the process's own).\n\n"
+        "The batched swarm (`batched_swarm`, as the tiny harness runs it), every node in the "
+        "paper's round (J = 4: 4 questions x 8 completions of up to 12 new tokens; learning "
+        "on its training set with advantages set to +1 / -1); the env step included; medians "
+        f"over {rounds} rounds after a warm-up round, each allocator in a process of its own "
+        "(its settings are the process's). System time and minor page faults of a round "
+        "(`resource.getrusage`), medians too. "
+        "`keep_freed_memory()` (`sapo_experiments.allocator`) sets glibc's `M_MMAP_THRESHOLD`"
+        " to 32 MiB, `M_TRIM_THRESHOLD` to 2 GiB - 1 and `M_TOP_PAD` to 256 MiB through "
+        "`mallopt`: freed blocks stay in the process instead of being unmapped and faulted in"
+        " again at the next step. The tiny harness (`sapo_experiments.tiny_learners`) calls "
+        "it where a swarm is built and where a warm start trains; for other processes, the "
+        "same is `MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=2147483647 "
+        "MALLOC_TOP_PAD_=268435456` in the environment at their start.\n\n"
+        "| allocator | nodes | CPU per node (ms) | per node / at "
+        f"{sizes[0]} | wall per node (ms) | act CPU per node (ms) | learn CPU per node (ms) | "
+        "system time a round (s) | minor faults a round |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n"
+    )
 
 
 def write_subsection(subsection: str) -> None:
@@ -316,14 +411,30 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", default="1,2", help="torch thread counts to measure")
-    parser.add_argument("--compare", choices=("node-by-node", "prompt-sharing"),
+    parser.add_argument("--compare", choices=("node-by-node", "prompt-sharing", "per-node"),
                         default="node-by-node",
-                        help="batched against node by node, or prompt sharing on against off")
+                        help="batched against node by node, prompt sharing on against off, or "
+                             "the batched swarm's cost per node at --sizes, glibc's allocator "
+                             "at its defaults against keep_freed_memory()")
+    parser.add_argument("--sizes", default="8,32", help="swarm sizes for --compare per-node")
+    parser.add_argument("--per-node-worker", choices=("default", "kept"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--dtypes", default="float32",
                         help="compute dtypes for --compare prompt-sharing (float32,bfloat16)")
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     args = parser.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
+    sizes = [int(n) for n in args.sizes.split(",")]
+    if args.per_node_worker:
+        torch.set_num_threads(thread_counts[0])
+        print(json.dumps(per_node_worker(sizes, args.rounds, args.per_node_worker)))
+        return
+    if args.compare == "per-node":
+        subsection = compare_per_node(sizes, args.rounds, thread_counts[0])
+        print(subsection)
+        if args.write:
+            write_subsection(subsection)
+        return
     if args.compare == "prompt-sharing":
         subsection = compare_prompt_sharing(args.nodes, args.rounds, thread_counts,
                                             args.dtypes.split(","))

@@ -13,10 +13,12 @@ group and question an observation holds is a copy made when the observation is, 
   whose ``writeable`` flag cannot be set again (their memory is a ``bytes`` object);
 - lists inside a ``ref``'s config become tuples; strings and numbers cannot change anyway.
 
-The pool is copied once per call and the copies shared by every node's view of it (a 512-node
-swarm pools 2,048 groups a round: a copy per node would be a million): an agent that goes
-around the guard (``dict.__setitem__(group, ...)``) changes what others are shown that round,
-never the env's state. Whatever an agent does to its observation, the pool, the batches, the
+Each of the env's records is copied once per call and the copy shared by every view that shows
+it (``RoundCopies``): a pooled group by every node's view of the pool (a
+``sapo_env.pool_view.PoolView``, no tuple per node), a ref by its question and the groups that
+answer it, a task's config by every ref into it. An agent that goes around the guard
+(``dict.__setitem__(group, ...)``) changes what others are shown that round, never the env's
+state. Whatever an agent does to its observation, the pool, the batches, the
 questions dealt and the config stay as they were (tests/test_observation_copies.py).
 
 Example::
@@ -46,8 +48,8 @@ from sapo_env.types import Group, Observation, Question, make_observation
 if TYPE_CHECKING:
     from sapo_env.env_state import RunState
 
-# A group's fields that hold arrays, and those that hold a tuple of arrays (one per completion).
-_ARRAYS, _ARRAY_TUPLES = ("rewards", "advantages"), ("logprobs", "token_ids")
+# A group's fields that hold a tuple of arrays (one per completion), when its sender sent them.
+_ARRAY_TUPLES = ("logprobs", "token_ids")
 
 
 class ReadOnlyDict(dict):
@@ -64,45 +66,61 @@ class ReadOnlyDict(dict):
         return ReadOnlyDict, (dict(self),)
 
 
-def read_only(value: Any) -> Any:
-    """A read-only copy of plain data (dicts, lists and tuples, arrays, strings, numbers)."""
-    if isinstance(value, dict):
-        return ReadOnlyDict({k: read_only(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(read_only(v) for v in value)
-    if isinstance(value, np.ndarray):
-        return _array(value)
-    return value
+class RoundCopies:
+    """The read-only copies of one call's observations: each record of the env (a group, a
+    question, a ref, a task config, an array) is copied once, and every view that shows it
+    shares that copy. Plain data only: dicts, lists and tuples, arrays, strings, numbers."""
 
+    def __init__(self) -> None:
+        self._copies: dict[int, Any] = {}  # id of the env's record -> its copy
+        self._records: list[Any] = []  # the records copied, alive while their ids are keys
 
-def read_only_group(group: Group) -> Group:
-    """A read-only copy of a group (its completions, a tuple of ``str``, are shared)."""
-    copy = {**group, "ref": read_only(group["ref"])}
-    for key in _ARRAYS:
-        copy[key] = _array(group[key])
-    for key in _ARRAY_TUPLES:
-        if key in group:
-            copy[key] = tuple(map(_array, group[key]))
-    return ReadOnlyDict(copy)  # type: ignore[return-value]
+    def value(self, value: Any) -> Any:
+        """A read-only copy of plain data."""
+        copy = self._copies.get(id(value))  # a record copied before (the common case)
+        if copy is not None:
+            return copy
+        if isinstance(value, (dict, np.ndarray)):
+            copy = self._copies[id(value)] = self._copy(value)
+            self._records.append(value)
+            return copy
+        if isinstance(value, (list, tuple)):
+            return tuple(map(self.value, value))
+        return value
 
+    def _copy(self, value: dict | np.ndarray) -> Any:
+        if isinstance(value, np.ndarray):
+            return _array(value)
+        return ReadOnlyDict({k: self.value(v) for k, v in value.items()})
 
-def read_only_question(question: Question) -> Question:
-    """A read-only copy of a question."""
-    return ReadOnlyDict({**question, "ref": read_only(question["ref"])})  # type: ignore
+    def group(self, group: Group) -> Group:
+        """A read-only copy of a group (its completions, a tuple of ``str``, are shared)."""
+        copy = ReadOnlyDict(group)
+        dict.update(copy, ref=self.value(group["ref"]), rewards=self.value(group["rewards"]),
+                    advantages=self.value(group["advantages"]))
+        for key in _ARRAY_TUPLES:
+            if key in group:
+                dict.__setitem__(copy, key, tuple(map(self.value, group[key])))
+        return copy  # type: ignore[return-value]
+
+    def question(self, question: Question) -> Question:
+        """A read-only copy of a question."""
+        return ReadOnlyDict({**question, "ref": self.value(question["ref"])})  # type: ignore
 
 
 def observe(config: SwarmConfig, run: RunState, round_: int, nodes: Sequence[str]
             ) -> dict[str, Observation]:
     """The observations of ``nodes`` in ``round_``; a node with no questions dealt (one that
     just left) gets none."""
-    pool = run.pool.copied_view(read_only_group)
+    copies = RoundCopies()
+    pool = run.pool.copied_view(copies.group)
     return {
         a: make_observation(
             round=round_, system_prompt=config.system_prompt,
             completions_per_question=config.completions_per_question,
             train_budget=config.train_budget, num_external=run.num_external[a],
-            questions=tuple(read_only_question(d.question) for d in run.drawn.get(a, ())),
-            pool=pool(a), batch=tuple(map(read_only_group, run.batches[a])))
+            questions=tuple(copies.question(d.question) for d in run.drawn.get(a, ())),
+            pool=pool(a), batch=tuple(map(copies.group, run.batches[a])))
         for a in nodes
     }
 

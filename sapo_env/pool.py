@@ -5,21 +5,20 @@ round); a larger window keeps groups available for later rounds (stale, asynchro
 When ``capacity`` is set, the oldest groups are evicted first once it is exceeded.
 
 Every node reads the pool without its own groups. Groups are stored in publication order, so a
-node's groups form a few contiguous runs; a node's view is the pool with those runs cut out,
-which costs a few slices instead of a scan of the whole pool per node (the pool of a 512-node
-swarm holds 4096 groups a round).
+node's groups form a few contiguous runs; a node's view is the pool with those runs cut out:
+a view of the pool's tuple (``sapo_env.pool_view``), never a copy of the pool per node.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sapo_env.defenses.packet_schema import parse_group
+from sapo_env.pool_view import PoolView
 from sapo_env.types import Group
 
 if TYPE_CHECKING:
@@ -52,20 +51,10 @@ class _Runs:
         own = sum(prefix[e] - prefix[s] for s, e in self.runs.get(source, ()))
         return float(prefix[-1] - own)
 
-    def without(self, source: str | None) -> tuple[Group, ...]:
-        """The groups not published by ``source`` (None: all of them)."""
+    def without(self, source: str | None) -> tuple[Group, ...] | PoolView:
+        """The groups not published by ``source`` (None: all of them, the tuple itself)."""
         runs = self.runs.get(source)
-        if not runs:
-            return self.groups
-        if len(runs) == 1:  # the common case (one round in the pool): two slices
-            start, end = runs[0]
-            return self.groups[:start] + self.groups[end:]
-        pieces, cursor = [], 0
-        for start, end in runs:
-            pieces.append(self.groups[cursor:start])
-            cursor = end
-        pieces.append(self.groups[cursor:])
-        return tuple(chain.from_iterable(pieces))
+        return PoolView(self.groups, runs) if runs else self.groups
 
 
 class SharedPool:
@@ -133,17 +122,17 @@ class SharedPool:
     def __len__(self) -> int:
         return len(self._all.groups)
 
-    def from_others(self, node: str | None) -> tuple[Group, ...]:
+    def from_others(self, node: str | None) -> Sequence[Group]:
         """Every group in the pool that ``node`` did not publish (None: all of them)."""
         return self._all.without(node)
 
     def copied_view(self, copy: Callable[[Group], Group]
-                    ) -> Callable[[str | None], tuple[Group, ...]]:
+                    ) -> Callable[[str | None], Sequence[Group]]:
         """:meth:`from_others` over ``copy(group)`` of every group, each copied once: what
         observations show of the pool, none of the pool's own records."""
         return _Runs(tuple(map(copy, self._all.groups))).without
 
-    def candidates_for(self, node: str | None) -> tuple[Group, ...]:
+    def candidates_for(self, node: str | None) -> Sequence[Group]:
         """Groups that pass the filter and that ``node`` did not publish (None: all of them)."""
         return self._passing.without(node)
 

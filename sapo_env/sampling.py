@@ -110,7 +110,7 @@ class Assembly:
     def mean_reward(self) -> float | None:
         """Mean reward over every completion of the batch, own and external groups alike (what
         genrl's trainer logs as a node's reward); None for an empty batch."""
-        rewards = [float(r) for g in self.batch for r in g["rewards"]]
+        rewards = [r for g in self.batch for r in np.asarray(g["rewards"]).tolist()]
         return sum(rewards) / len(rewards) if rewards else None
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
+from sapo_env.pool_view import PoolView
 from sapo_env.sender_logprobs import TOKEN_ID_LIMIT, max_completion_tokens
 from sapo_env.types import action_mask
 
@@ -248,11 +249,22 @@ def observation_space(config: SwarmConfig) -> spaces.Dict:
             "train_budget": spaces.Discrete(1, start=config.train_budget),
             "num_external": spaces.Discrete(config.train_budget + 1),
             "questions": spaces.Sequence(question_space(), stack=False),
-            "pool": spaces.Sequence(group_space(config, in_batch=False), stack=False),
+            "pool": PoolSequence(group_space(config, in_batch=False)),
             "batch": spaces.Sequence(group_space(config, in_batch=True), stack=False),
             "action_mask": ActionMask(config.max_questions),
         }
     )
+
+
+class PoolSequence(spaces.Sequence):
+    """Gymnasium's unstacked ``Sequence`` that holds a :class:`PoolView` (what the env shows of
+    the pool) as well as a tuple."""
+
+    def __init__(self, feature_space: spaces.Space):
+        super().__init__(feature_space, stack=False)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, (tuple, PoolView)) and all(map(self.feature_space.contains, x))
 
 
 class QuestionSequence(spaces.Sequence):

@@ -55,6 +55,7 @@ from pettingzoo.utils import parallel_to_aec, wrappers
 
 from sapo_env import churn, env_state, spaces
 from sapo_env.actions import ParsedAction, parse_actions
+from sapo_env.collection_pause import paused_collection
 from sapo_env.config import SwarmConfig, config_from
 from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.publication import PacketFate, publish_round
@@ -140,6 +141,7 @@ class SwarmEnv(ParallelEnv):
         return len(self._run.drawn[agent])
 
     @one_at_a_time
+    @paused_collection
     def reset(
         self, seed: int | None = None, options: dict | None = None
     ) -> tuple[dict[str, Observation], dict[str, dict]]:
@@ -184,6 +186,7 @@ class SwarmEnv(ParallelEnv):
         return env_state.capture(self.config, self.round, self.agents, self._run)
 
     @one_at_a_time
+    @paused_collection
     def step(self, actions: dict[str, Any]):
         """One synchronous round: validate, score, publish, assemble, return. A live node's
         action may also be ``{"offline": True}`` or ``None`` (offline), ``{"pending": True}``
@@ -303,8 +306,7 @@ class SwarmEnv(ParallelEnv):
         return self._sampler if cap is None else partial(sample_weighted, max_per_source=cap)
 
     def _external_source(self, agent: str) -> tuple[SharedPool, str | None]:
-        """Where ``agent``'s external groups come from: the shared pool without its own
-        groups, or (self-replay) its own earlier groups, all of them."""
+        """``agent``'s external groups: the pool less its own, or (self-replay) its own."""
         if self._self_replay:
             return self._run.replay[agent], None
         return self._run.pool, agent
@@ -378,8 +380,7 @@ class SwarmEnv(ParallelEnv):
         return infos
 
     def _observations(self, nodes: list[str] | None = None) -> dict[str, Observation]:
-        """The observations of ``nodes`` (default: the live ones); a node that just left
-        gets one with no questions."""
+        """The observations of ``nodes`` (default: the live ones; one that left: no questions)."""
         return observe(self.config, self._run, self.round,
                        self.agents if nodes is None else nodes)
 

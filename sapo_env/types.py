@@ -7,6 +7,7 @@ document their keys for readers and type checkers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypedDict
 
 import numpy as np
@@ -78,7 +79,9 @@ class Observation(TypedDict):
     #: the questions to answer this round: I = train_budget - J of them under the paper's
     #: protocol (none when J = train_budget), questions_per_round under the fixed one
     questions: tuple[Question, ...]
-    pool: tuple[Group, ...]  #: groups from other nodes now in the shared pool
+    #: groups from other nodes now in the shared pool: a read-only sequence (a tuple, or a
+    #: ``sapo_env.pool_view.PoolView`` of the pool, shared by every node's view)
+    pool: Sequence[Group]
     batch: tuple[Group, ...]  #: training set assembled for this node at the last step
     action_mask: ActionMask  #: PettingZoo's convention, for sampling random valid actions
 
@@ -97,7 +100,7 @@ def make_observation(
     train_budget: int,
     num_external: int,
     questions: tuple[Question, ...],
-    pool: tuple[Group, ...] = (),
+    pool: Sequence[Group] = (),
     batch: tuple[Group, ...] = (),
 ) -> Observation:
     """A node's observation (the env's, and any code that asks an agent to act outside it,

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from sapo_experiments.allocator import keep_freed_memory
+
 CORRECTIONS = ("none", "tis", "ftis")
 """``agents.off_policy.CORRECTIONS``, without importing torch to check a config."""
 GATES = ("none", "graft")
@@ -314,6 +316,7 @@ class TinyLearners:
 
     def __call__(self, names: Sequence[str], num_external: int,
                  seed: np.random.SeedSequence) -> list:
+        keep_freed_memory()  # this process runs the swarm (sapo_experiments.allocator)
         from agents import GRPOConfig
         from agents.tiny.batched import batched_swarm
         from agents.tiny.warm_start import tiny_nodes
@@ -397,6 +400,7 @@ def warm_starts(configs: Sequence[Any], jobs: int = 1, torch_threads: int | None
 
 def _train_warm_start(config: Any, torch_threads: int | None, line: int | None) -> Path:
     """One warm start, in a worker process of ``warm_starts`` (its bar on ``line``)."""
+    keep_freed_memory()
     import torch
 
     from agents.tiny.warm_start import warm_start

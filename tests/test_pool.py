@@ -1,4 +1,7 @@
+import pickle
+
 import numpy as np
+import pytest
 
 from sapo_env.pool import SharedPool
 from sapo_env.sampling import keep_informative
@@ -50,3 +53,28 @@ def test_mean_reward_of_a_nodes_view():
     only_a = SharedPool(window=1, capacity=None, keep=keep_informative)
     only_a.publish(0, [group("a", 0)])
     assert only_a.mean_reward_for("a") is None and only_a.mean_reward_for("a", True) is None
+
+
+def test_a_nodes_view_holds_the_pools_tuple_and_reads_as_the_tuple_it_replaces():
+    pool = SharedPool(window=3, capacity=None, keep=keep_informative)
+    for round_ in range(3):  # a's groups form three runs, one at the start
+        pool.publish(round_, [group("a", round_), group("b", round_, k=0),
+                              group("c", round_), group("b", round_, k=1)])
+    view = pool.from_others("a")
+    assert view._groups is pool.groups  # the pool's own tuple: no copy per node
+    expected = tuple(g for g in pool.groups if g["source"] != "a")
+    assert len(view) == 9 and list(view) == list(expected)
+    assert [view[i]["id"] for i in range(-9, 9)] == [g["id"] for g in expected * 2]
+    assert view[2:7] == expected[2:7] and view[::-1] == expected[::-1]
+    assert expected[4] in view and view.index(expected[4]) == 4
+    assert view == expected and expected == view and view != expected[:-1]
+    assert view + () == expected and () + view == expected and tuple(view) == expected
+    assert view == pickle.loads(pickle.dumps(view))  # by value: new arrays
+    assert type(pickle.loads(pickle.dumps(view))) is tuple
+    for index in (9, -10):
+        with pytest.raises(IndexError):
+            view[index]
+    assert list(pool.from_others("nobody")) == list(pool.groups)
+    emptied = SharedPool(window=1, capacity=None, keep=keep_informative)
+    emptied.publish(0, [group("a", 0)])
+    assert len(emptied.from_others("a")) == 0 and list(emptied.from_others("a")) == []

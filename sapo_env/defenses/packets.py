@@ -110,6 +110,34 @@ def ref_key(ref: Mapping[str, Any]) -> tuple:
     return ref["task"], _config_key(ref["config"]), ref["seed"], ref["index"]
 
 
+class _Keys:
+    """:func:`question_key` and :func:`ref_key` for the span of one call, each config object
+    turned into JSON once (every ref of a task holds its spec's config; nothing changes a
+    config while the call runs)."""
+
+    def __init__(self) -> None:
+        self._json: dict[int, tuple[Any, str]] = {}  # id -> (config, its JSON)
+
+    def ref(self, ref: Mapping[str, Any]) -> tuple:
+        config = ref["config"]
+        known = self._json.get(id(config))
+        if known is None or known[0] is not config:
+            known = self._json[id(config)] = (config, _config_key(config))
+        return ref["task"], known[1], ref["seed"], ref["index"]
+
+    def question(self, group: Mapping[str, Any]) -> tuple:
+        return (group["source"], *self.ref(group["ref"]))
+
+    def question_or_none(self, group: Any) -> tuple | None:
+        """:meth:`question`, or None for a packet too malformed to have one."""
+        try:
+            key = self.question(group)
+            hash(key)
+        except Exception:  # noqa: BLE001 (an unparsed value may raise anything)
+            return None
+        return key
+
+
 @dataclass(frozen=True)
 class _Claim:
     """A packet that passed every check but the re-scoring: what it claims, and its question
@@ -232,11 +260,17 @@ class PacketVerifier:
         them. The ``trusted`` groups are screened first, and only for copies. A packet they
         refuse is refused by :meth:`verdicts` too, so a receiver may drop it before reading
         the rest of it."""
+        return self._cheap_verdicts(groups, trusted, already, dealt, _Keys())
+
+    def _cheap_verdicts(self, groups: Sequence[Group], trusted: Iterable[Group],
+                        already: Iterable[Group],
+                        dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None, key: _Keys
+                        ) -> list[str | None]:
         trusted_ids = {id(g) for g in trusted}
         if dealt is not None:
-            dealt = {a: {ref_key(r) for r in refs} for a, refs in dealt.items()}
-        keys = [_key_or_none(g) for g in groups]
-        seen = {question_key(g) for g in already}
+            dealt = {a: {key.ref(r) for r in refs} for a, refs in dealt.items()}
+        keys = [key.question_or_none(g) for g in groups]
+        seen = {key.question(g) for g in already}
         reasons: list[str | None] = [None] * len(groups)
         for k, group in enumerate(groups):  # the env's own first: only copies are looked for
             if id(group) in trusted_ids:
@@ -261,10 +295,11 @@ class PacketVerifier:
         the groups they pass (bar the ``trusted``) are re-derived and re-scored."""
         trusted = list(trusted)
         already = list(already)
-        reasons = self.cheap_verdicts(groups, trusted, already, dealt)
+        key = _Keys()
+        reasons = self._cheap_verdicts(groups, trusted, already, dealt, key)
         trusted_ids = {id(g) for g in trusted}
-        seen = {question_key(g) for g in already} | {
-            _key_or_none(g) for g in groups if id(g) in trusted_ids}
+        seen = {key.question(g) for g in already} | {
+            key.question_or_none(g) for g in groups if id(g) in trusted_ids}
         senders = [_claimed_source(g) for g in groups]
         claims = []  # the others that pass the cheap checks, re-scored together
         for k, group in enumerate(groups):
@@ -278,25 +313,15 @@ class PacketVerifier:
                                  {} if spent is None else spent,
                                  {} if failures is None else failures)
         for (k, _), verdict in zip(claims, verdicts):  # in order: the first true one is kept
-            key = _key_or_none(groups[k])
-            reasons[k] = "duplicate" if verdict is None and key in seen else verdict
+            question = key.question_or_none(groups[k])
+            reasons[k] = "duplicate" if verdict is None and question in seen else verdict
             if verdict is None:
-                seen.add(key)
+                seen.add(question)
         return reasons
 
 
 def _claimed_source(group: Any) -> Any:
     return group.get("source") if isinstance(group, Mapping) else None
-
-
-def _key_or_none(group: Any) -> tuple | None:
-    """:func:`question_key`, or None for a packet too malformed to have one."""
-    try:
-        key = question_key(group)
-        hash(key)
-    except Exception:  # noqa: BLE001 (an unparsed value may raise anything)
-        return None
-    return key
 
 
 def _config_key(config: Mapping[str, Any]) -> str:

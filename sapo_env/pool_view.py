@@ -1,0 +1,92 @@
+"""``PoolView``: the pool's groups less one node's, as a read-only sequence that copies nothing.
+
+Every node is shown the pool without its own groups, and the env samples each node's external
+groups from the same. A tuple per node would copy the whole pool once a node: memory and time
+that grow as the square of the swarm. A view holds the pool's tuple and the few ``(start,
+end)`` pieces left once the node's runs are cut out, so making one costs as much as the node
+has runs, and reading it costs what is read.
+
+A view is a ``collections.abc.Sequence``: ``len``, indexing (negative too), slicing (a tuple),
+iteration, ``in``, ``index`` and ``count``; it equals a tuple or view of the same groups, field
+by field and arrays by value (a tuple of groups holding arrays cannot compare itself so);
+``view + tuple`` and ``tuple + view`` are tuples, ``tuple(view)`` is a plain copy, and it
+pickles and copies as a tuple.
+"""
+
+from __future__ import annotations
+
+import operator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, chain
+from typing import Any
+
+import numpy as np
+
+from sapo_env.types import Group
+
+
+class PoolView(Sequence):
+    """``groups`` less the ``(start, end)`` runs ``cut`` (sorted, disjoint)."""
+
+    __slots__ = ("_groups", "_pieces", "_offsets")
+
+    def __init__(self, groups: tuple[Group, ...], cut: Sequence[tuple[int, int]]):
+        pieces, cursor = [], 0
+        for start, end in (*cut, (len(groups), len(groups))):
+            if start > cursor:
+                pieces.append((cursor, start))
+            cursor = end
+        self._groups = groups
+        self._pieces = pieces
+        #: where each piece starts in the view, and (last) the view's length
+        self._offsets = [0, *accumulate(end - start for start, end in pieces)]
+
+    def __len__(self) -> int:
+        return self._offsets[-1]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        i = operator.index(index)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("pool view index out of range")
+        piece = bisect_right(self._offsets, i) - 1
+        return self._groups[self._pieces[piece][0] + i - self._offsets[piece]]
+
+    def __iter__(self) -> Iterator[Group]:
+        return chain.from_iterable(self._groups[start:end] for start, end in self._pieces)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (tuple, PoolView)):
+            return NotImplemented
+        return len(self) == len(other) and all(map(_equal, self, other))
+
+    __hash__ = None  # type: ignore[assignment]  # as a tuple of dicts: unhashable
+
+    def __add__(self, other: Any) -> tuple:
+        return tuple(self) + tuple(other) if isinstance(other, (tuple, PoolView)) \
+            else NotImplemented
+
+    def __radd__(self, other: Any) -> tuple:
+        return tuple(other) + tuple(self) if isinstance(other, tuple) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def __reduce__(self) -> tuple:
+        return tuple, (tuple(self),)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Plain data compared by value, arrays too."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) \
+            and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(map(_equal, a, b))
+    return bool(a == b)

@@ -1,0 +1,58 @@
+"""What keeps a step's own cost linear in the nodes: a node's view of the pool is a view of
+one shared tuple, each of the env's records is copied once for a round's observations, and
+packet verification turns each task config into JSON once per call, not once per group."""
+
+from __future__ import annotations
+
+import sapo_env
+from sapo_env.defenses import packets
+from sapo_env.pool_view import PoolView
+
+
+def _actions(observations):
+    return {a: {"num_external": 2, "completions": [
+        [f"<answer>{k}</answer>" for k in range(o["completions_per_question"])]
+        for _ in o["questions"]]} for a, o in observations.items()}
+
+
+def _played(n=6, rounds=2, **overrides):
+    env = sapo_env.parallel_env(n=n, max_rounds=rounds + 1, **overrides)
+    observations, _ = env.reset(seed=0)
+    for _ in range(rounds):
+        observations, *_ = env.step(_actions(observations))
+    return env, observations
+
+
+def test_every_nodes_pool_is_a_view_of_one_tuple_of_copies():
+    env, observations = _played()
+    pools = [o["pool"] for o in observations.values()]
+    assert all(type(p) is PoolView for p in pools)
+    assert all(p._groups is pools[0]._groups for p in pools)  # one tuple, no copy per node
+    assert len(pools[0]._groups) == len(env.state_dict()["pool"]["groups"])
+    assert env.observation_space("node_0").contains(observations["node_0"])
+
+
+def test_a_record_shown_in_many_places_is_copied_once_a_round():
+    env, observations = _played()
+    configs = {}
+    for observation in observations.values():
+        for held in (*observation["questions"], *observation["pool"], *observation["batch"]):
+            configs.setdefault(held["ref"]["task"], set()).add(id(held["ref"]["config"]))
+    assert all(len(ids) == 1 for ids in configs.values())  # one copy of a task's config
+    pool = {g["id"]: g for g in observations["node_0"]["pool"]}
+    external = [g for o in observations.values() for g in o["batch"] if g["id"] in pool]
+    assert external  # batches hold pooled groups: their arrays are the pool copy's arrays
+    assert all(g["rewards"] is pool[g["id"]]["rewards"] for g in external)
+
+
+def test_verification_turns_each_config_into_json_once_per_call(monkeypatch):
+    env = sapo_env.parallel_env(n=8, max_rounds=2)
+    observations, _ = env.reset(seed=0)
+    calls = []
+    original = packets._config_key
+    monkeypatch.setattr(packets, "_config_key", lambda c: calls.append(c) or original(c))
+    env.step(_actions(observations))
+    published = sum(f.status == "accepted" for f in env.last_packets)
+    assert published >= 32  # 8 nodes, 4 questions each, all shared
+    # two calls a round (the cheap checks, then the verdicts): each config once in each
+    assert len(calls) <= 2 * len(env.config.tasks) < published
