@@ -16,7 +16,7 @@ from sapo_env.config import PAPER_TASKS, SwarmConfig, TaskSpec
 from sapo_env.swarm import SwarmEnv, env, parallel_env, raw_env
 from sapo_env.types import make_observation
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 __all__ = [
     "PAPER_TASKS",
