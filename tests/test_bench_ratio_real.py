@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import sapo_env
+
 from sapo_experiments import learners
 from sapo_experiments.bench_ratio import bench, scoreboard, tracks, tune
 from sapo_experiments.bench_ratio import cli as bench_cli
@@ -52,9 +54,11 @@ def test_the_real_track_is_tiny_learners_from_a_common_base_with_tis_in_bfloat16
         BenchConfig(track="elsewhere", tuned=None)
 
 
-def test_the_sim_tracks_run_keys_are_those_of_its_committed_runs():
+def test_the_sim_tracks_run_keys_are_those_of_its_committed_runs(monkeypatch):
     """Held-out evaluation enters a run's key only where there is one: the simulated track's
-    committed leaderboard runs are still the runs it asks for."""
+    committed leaderboard runs are still the runs it asks for, under the version that made
+    them (a run's key includes the package version, so a release makes every run afresh)."""
+    monkeypatch.setattr(sapo_env, "__version__", "0.6.0")
     config = BenchConfig()
     for name in ("adversarial_exp3_seed3", "drift_fixed-7_seed0"):
         meta = load_run(RECORD / f"{name}.npz")["meta"]
