@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import sapo_env
-
 from sapo_experiments import learners
 from sapo_experiments.bench_ratio import bench, scoreboard, tracks, tune
 from sapo_experiments.bench_ratio import cli as bench_cli

@@ -8,29 +8,20 @@ process and take seconds.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from classroom_scripts import story
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSROOM = ROOT / "examples" / "classroom"
 README = CLASSROOM / "README.md"
 
 
-def story(name: str) -> ModuleType:
-    """The script ``examples/classroom/<name>.py`` as a module (as its notebook imports it)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CLASSROOM / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def flat(text: str) -> str:

@@ -11,12 +11,11 @@ extra).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from classroom_scripts import story as load
 
 pytestmark = pytest.mark.slow  # each notebook a fresh kernel that trains
 
@@ -34,15 +33,6 @@ BUDGETS = {  # parameters each notebook runs with here ({}: its defaults)
 }
 
 
-def load(name: str):
-    """The script ``examples/classroom/<name>.py`` as a module, registered in ``sys.modules``
-    (its dataclasses look their module up there while the class is made)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CLASSROOM / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def flat(text: str) -> str:
