@@ -153,11 +153,17 @@ def test_a_malformed_state_names_the_field_and_changes_nothing(path, value, mess
     env = make_env("paper")
     observations, _ = env.reset(seed=3)
     observations, *_ = env.step(scripted_actions(observations))
+    assert_refused_and_unchanged(env, observations, path, value, message)
+
+
+def assert_refused_and_unchanged(env, observations, path, value, message) -> None:
+    """Restoring ``env``'s state with ``value`` at ``path`` raises ``ValueError`` matching
+    ``message``, leaves the state as it was, and the env plays on."""
     before = env.state_dict()
     with pytest.raises(ValueError, match=message):
         env.reset(options={"state": broken(before, path, value)})
     assert_same(env.state_dict(), before)
-    env.step(scripted_actions(observations))  # and it plays on
+    env.step(scripted_actions(observations))
 
 
 def test_reset_options_errors():

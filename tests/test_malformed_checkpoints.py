@@ -16,6 +16,7 @@ from test_checkpoints import (
     Interrupt,
     Rounds,
     StopAfter,
+    assert_refused_and_unchanged,
     assert_same,
     broken,
     make_env,
@@ -68,11 +69,7 @@ def stepped_env():
 def test_a_malformed_group_names_the_group_and_the_field_and_changes_nothing(
         path, value, message):
     env, observations = stepped_env()
-    before = env.state_dict()
-    with pytest.raises(ValueError, match=message):
-        env.reset(options={"state": broken(before, path, value)})
-    assert_same(env.state_dict(), before)
-    env.step(scripted_actions(observations))  # and it plays on
+    assert_refused_and_unchanged(env, observations, path, value, message)
 
 
 def test_sender_log_probs_in_a_group_are_checked_as_a_packets_are():
