@@ -12,9 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agents.adversarial import AdversarialAgent, adversarial_swarm
-from agents.demonstrator import DemonstratorAgent
-from agents.random_agent import RandomAgent
+from agents.hostile.adversarial import AdversarialAgent, adversarial_swarm
 from agents.ratio import (
     EXP3,
     DiscountedUCB,
@@ -27,8 +25,10 @@ from agents.ratio import (
     ScheduledRatio,
     ThompsonSampling,
 )
-from agents.replay import ReplayAgent
-from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
+from agents.scripted.demonstrator import DemonstratorAgent
+from agents.scripted.random_agent import RandomAgent
+from agents.scripted.replay import ReplayAgent
+from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
 
 #: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
 #: top-level package named ``agents`` too; ``sapo_experiments`` checks this mark on import.
@@ -36,9 +36,9 @@ SAPO_ENV_AGENTS = True
 
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
-    "GRPOAgent": "agents.grpo",
-    "GRPOConfig": "agents.grpo",  # defined in agents.grpo_config, re-exported
-    "lora_swarm": "agents.lora",
+    "GRPOAgent": "agents.lm.grpo",
+    "GRPOConfig": "agents.lm.grpo",  # defined in agents.grpo_config, re-exported
+    "lora_swarm": "agents.lm.lora",
     # tiny models (agents.tiny): offline learners that train on one CPU core
     "tiny_tokenizer": "agents.tiny.tokenizer",
     "TinyModelConfig": "agents.tiny.config",
@@ -49,8 +49,8 @@ _LAZY = {
     "load_tiny": "agents.tiny.warm_start",
     "read_report": "agents.tiny.warm_start",
     # a node backed by an OpenAI-compatible server (the `served` extra: httpx2)
-    "ServedAgent": "agents.served",
-    "ServedConfig": "agents.served",
+    "ServedAgent": "agents.serving.served",
+    "ServedConfig": "agents.serving.served",
 }
 
 # the `lm` extra's packages (pyproject.toml)

@@ -37,8 +37,8 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 from agents import DemonstratorAgent
-from agents.llama_server import LocalServer, missing, smollm2_gguf
-from agents.served import ServedAgent, ServedConfig
+from agents.serving.llama_server import LocalServer, missing, smollm2_gguf
+from agents.serving.served import ServedAgent, ServedConfig
 
 SECTION = "## Served node"
 

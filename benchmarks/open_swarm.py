@@ -33,8 +33,8 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 import sapo_env.runtime
-from agents.churning import ChurningAgent
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
+from agents.wrappers.churning import ChurningAgent
 
 SECTION = "## Open swarm"
 

@@ -19,7 +19,7 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import SimulatedLearner, simulated_swarm
+from agents.sim.simulated import SimulatedLearner, simulated_swarm
 
 SECTION = "## Simulated swarm"
 

@@ -43,8 +43,8 @@ import numpy as np
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
-from agents.slow import SlowAgent
+from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig
+from agents.wrappers.slow import SlowAgent
 from sapo_env.extras import require
 from sapo_experiments.reproduce.report import mean_ci
 
@@ -75,7 +75,7 @@ class Timeline(sapo_env.runtime.Callback):
 def play(condition: str, args: argparse.Namespace, seed: int) -> dict:
     """One run: its (rounds, nodes) rewards, the seconds at each round's end, and the
     straggler's lateness."""
-    from agents.remote import remote_swarm
+    from agents.wrappers.remote import remote_swarm
 
     env = sapo_env.parallel_env(n=args.nodes, max_rounds=args.rounds, num_external=4,
                                 pool_window=args.pool_window)

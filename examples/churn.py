@@ -36,8 +36,8 @@ import numpy as np
 
 import sapo_env
 import sapo_env.runtime
-from agents.churning import ChurningAgent
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
+from agents.wrappers.churning import ChurningAgent
 from sapo_env.extras import require
 from sapo_experiments.reproduce.report import mean_ci
 

@@ -48,13 +48,14 @@ def test_require_names_the_extra_and_lets_other_errors_through(monkeypatch):
 
 
 def test_remote_nodes_without_ray_name_the_extra(monkeypatch):
-    from agents.remote import remote, remote_joint
+    from agents.wrappers.remote import remote, remote_joint
 
     monkeypatch.setitem(sys.modules, "ray", None)
     for build in (lambda: remote(dict), lambda: remote_joint(dict)):
         with pytest.raises(ModuleNotFoundError) as error:
             build()
-        assert one_line(error.value, "ray").startswith("agents.remote (nodes in Ray actors)")
+        assert one_line(error.value, "ray").startswith(
+            "agents.wrappers.remote (nodes in Ray actors)")
 
 
 def test_ray_scoring_and_a_saved_ppo_policy_name_their_extras(monkeypatch):

@@ -13,7 +13,7 @@ from conftest import ARITHMETIC
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent
-from agents.replay import ReplayAgent
+from agents.scripted.replay import ReplayAgent
 from sapo_env.defenses.publication import RAW_CHARS, safe_repr
 
 NEEDS_DATASETS = "the pool dataset needs the 'data' extra: pip install 'sapo-env[data]'"

@@ -25,8 +25,8 @@ pytest.importorskip("httpx2", reason="the served extra is not installed: "
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
 from agents import DemonstratorAgent  # noqa: E402
-from agents.llama_server import LocalServer, free_port, missing, smollm2_gguf  # noqa: E402
-from agents.served import (  # noqa: E402
+from agents.serving.llama_server import LocalServer, free_port, missing, smollm2_gguf  # noqa: E402
+from agents.serving.served import (  # noqa: E402
     COUNTS,
     ServedAgent,
     ServedConfig,

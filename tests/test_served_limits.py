@@ -27,8 +27,9 @@ httpx2 = pytest.importorskip("httpx2", reason="the served extra is not installed
 
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
-from agents import DemonstratorAgent, served_http  # noqa: E402
-from agents.served import (  # noqa: E402
+from agents import DemonstratorAgent  # noqa: E402
+from agents.serving import served_http  # noqa: E402
+from agents.serving.served import (  # noqa: E402
     NodeRefused,
     ServedAgent,
     ServedConfig,
@@ -334,8 +335,8 @@ def test_an_encoding_not_offered_or_broken_reads_as_malformed():
     assert node.learn(())["malformed"] == 4
 
 
-@pytest.mark.parametrize("module", ["agents.served", "agents.served_config",
-                                    "agents.served_http"])
+@pytest.mark.parametrize("module", ["agents.serving.served", "agents.serving.served_config",
+                                    "agents.serving.served_http"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

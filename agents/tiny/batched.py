@@ -57,11 +57,11 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from agents.generation import base_model, left_padded
-from agents.grpo_update import GRPOUpdate
-from agents.lora import members_by_name
-from agents.loss import token_logprobs
-from agents.models import autocast
+from agents.lm.generation import base_model, left_padded
+from agents.lm.grpo_update import GRPOUpdate
+from agents.lm.lora import members_by_name
+from agents.lm.loss import token_logprobs
+from agents.lm.models import autocast
 from agents.tiny.fast_kernels import fast_weights
 from agents.tiny.grouped_llama import (
     GroupedCache,

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.generation import chat_prompt_ids, eos_token_ids, generate_completion_ids
-from agents.grpo_config import GRPOConfig
-from agents.torch_rng import TorchRNG
+from agents.lm.generation import chat_prompt_ids, eos_token_ids, generate_completion_ids
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.torch_rng import TorchRNG
 from sapo_env.scoring.answers import extract_tag
 from sapo_env.tasks import DrawnQuestion, score_completions
 

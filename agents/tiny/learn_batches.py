@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from agents.encoding import by_length
-from agents.grpo_update import GRPOUpdate
+from agents.lm.encoding import by_length
+from agents.lm.grpo_update import GRPOUpdate
 from agents.tiny.fast_kernels import fast_weights
 from agents.tiny.grouped_llama import grouped_forward, grouped_prefix_forward
 

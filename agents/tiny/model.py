@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
+from agents.lm.torch_rng import TorchRNG
 from agents.tiny.config import TinyModelConfig
-from agents.torch_rng import TorchRNG
 
 __all__ = ["TinyModelConfig", "llama_config", "parameter_count", "tiny_model"]
 

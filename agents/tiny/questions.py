@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from agents.generation import chat_prompt_ids
+from agents.lm.generation import chat_prompt_ids
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, TaskSpec
 from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, reference_answer
 

@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
-from agents.models import cache_dir as default_cache_dir
+from agents.lm.models import cache_dir as default_cache_dir
 from agents.tiny.config import SPECIALIST_TASKS, TinyModelConfig, WarmStartConfig
 from agents.tiny.evaluation import sampled_accuracy
 from agents.tiny.model import tiny_model
@@ -252,7 +252,7 @@ def tiny_nodes(folders: Sequence[str | os.PathLike], config: Any, num_external: 
     """One ``GRPOAgent`` per seed, node ``i`` loaded from ``folders[i % len(folders)]`` (warm
     starts dealt round-robin, as specialists), each trained with ``config`` (a
     ``GRPOConfig``) and asking for ``num_external`` external groups."""
-    from agents.grpo import GRPOAgent
+    from agents.lm.grpo import GRPOAgent
 
     return [GRPOAgent(*load_tiny(folders[i % len(folders)]), config,
                       num_external=num_external, seed=seed) for i, seed in enumerate(seeds)]

@@ -20,7 +20,7 @@ Example::
     import sapo_env.runtime
     from sapo_env.runtime.metrics import HeldOutEvaluator
     from sapo_env.runtime.wandb_logger import WandbCallback
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=8)
     evaluator = HeldOutEvaluator(every=100)

@@ -180,7 +180,7 @@ class RunSpec(RunSpecBase):
                                                                self.fraction)
 
     def key(self) -> str:
-        from agents.simulated import SimulatedLearnerConfig
+        from agents.sim.simulated import SimulatedLearnerConfig
 
         c = self.config
         return run_key({"attack": self.attack, "fraction": self.fraction,

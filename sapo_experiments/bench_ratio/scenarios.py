@@ -55,9 +55,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.adversarial import AdversarialAgent
-from agents.churning import ChurningAgent
-from agents.demonstrator import DemonstratorAgent
+from agents.hostile.adversarial import AdversarialAgent
+from agents.scripted.demonstrator import DemonstratorAgent
+from agents.wrappers.churning import ChurningAgent
 from sapo_env.config import PAPER_TASKS, TaskSpec
 from sapo_env.types import Action, Observation
 

@@ -206,7 +206,7 @@ class FormatConfig(SweepConfig):
         """``jobs``, else one per CPU core, or 1 on a GPU (one device)."""
         if self.jobs is not None:
             return self.jobs
-        from agents.models import resolve_device
+        from agents.lm.models import resolve_device
 
         return 1 if resolve_device(self.device).type != "cpu" else (os.cpu_count() or 1)
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.simulated_text import parse_completion
+from agents.sim.simulated_text import parse_completion
 from sapo_env.rollouts import group_advantages
 from sapo_env.types import Group
 

@@ -77,9 +77,9 @@ from typing import Any
 
 import numpy as np
 
-from agents import served_http as http
 from agents.plain_state import PlainState
-from agents.served_config import N_MODES, NMode, ServedConfig
+from agents.serving import served_http as http
+from agents.serving.served_config import N_MODES, NMode, ServedConfig
 from sapo_env.runtime.agent_calls import NodeFailure
 from sapo_env.types import Action, Group, Observation
 from sapo_env.validation import check_fits_budget, check_int

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.wrapper import AgentWrapper
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.churn import LEAVE, OFFLINE
 from sapo_env.types import Action, Observation
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agents.wrapper import AgentWrapper
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.types import Action, Group, Observation
 
 

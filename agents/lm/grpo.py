@@ -80,9 +80,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.checkpoints import load_weights, save_weights
-from agents.encoding import EncodedGroup, MicroBatch, encode_group
-from agents.generation import (
+from agents.lm.encoding import EncodedGroup, MicroBatch, encode_group
+from agents.lm.generation import (
     base_model,
     chat_prompt_ids,
     eos_token_ids,
@@ -90,10 +89,10 @@ from agents.generation import (
     generate_completions,
     sampled_token_count,
 )
-from agents.grpo_config import GRPOConfig
-from agents.grpo_update import GRPOUpdate
-from agents.loss import token_logprobs
-from agents.models import (
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.grpo_update import GRPOUpdate
+from agents.lm.loss import token_logprobs
+from agents.lm.models import (
     attach_lora_adapter,
     autocast,
     claim_model,
@@ -102,8 +101,9 @@ from agents.models import (
     resolve_device,
     resolve_dtype,
 )
-from agents.received_logprob import sampled_token_logprobs
-from agents.torch_rng import TorchRNG
+from agents.lm.received_logprob import sampled_token_logprobs
+from agents.lm.torch_rng import TorchRNG
+from agents.lm.weights import load_weights, save_weights
 from sapo_env.validation import check_int
 
 __all__ = ["GRPOAgent", "GRPOConfig"]

@@ -41,8 +41,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from agents.generation import chat_prompt_ids
-from agents.grpo_config import GRPOConfig
+from agents.lm.generation import chat_prompt_ids
+from agents.lm.grpo_config import GRPOConfig
 
 GROUP_FIELDS = ("question", "system_prompt", "completions", "advantages")
 """What ``learn`` reads of a group: the chat prompt's two parts, the texts, their advantages."""

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.loss import NORMALIZATIONS, LossNormalization
-from agents.models import DTYPE_NAMES, DtypeSpec
-from agents.off_policy import (
+from agents.lm.loss import NORMALIZATIONS, LossNormalization
+from agents.lm.models import DTYPE_NAMES, DtypeSpec
+from agents.lm.off_policy import (
     CORRECTIONS,
     FTIS_STATISTICS,
     GATES,

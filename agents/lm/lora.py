@@ -45,11 +45,11 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.generation import generate_completion_ids
-from agents.grpo import GRPOAgent
-from agents.grpo_config import GRPOConfig
-from agents.models import claim_model, load_model, resolve_device, resolve_dtype
-from agents.torch_rng import TorchRNG
+from agents.lm.generation import generate_completion_ids
+from agents.lm.grpo import GRPOAgent
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.models import claim_model, load_model, resolve_device, resolve_dtype
+from agents.lm.torch_rng import TorchRNG
 
 
 def members_by_name(agents: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:

@@ -27,10 +27,10 @@ import torch
 from jinja2 import TemplateError
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
-from agents.grpo_config import GRPOConfig
-from agents.mixed_adapters import per_row_adapters
-from agents.models import autocast
-from agents.torch_rng import TorchRNG
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.mixed_adapters import per_row_adapters
+from agents.lm.models import autocast
+from agents.lm.torch_rng import TorchRNG
 
 
 def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, system: str, question: str) -> list[int]:

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.encoding import Row, micro_batches
-from agents.injection import drop_completions
+from agents.lm.encoding import Row, micro_batches
+from agents.sim.injection import drop_completions
 
 
 def completion_logprobs(agent: Any, groups: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from sapo_env.extras import require
 
-httpx2 = require("httpx2", "agents.served")
+httpx2 = require("httpx2", "agents.serving.served")
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.simulated_text import STRATEGIES, STRATEGY_INDEX
+from agents.sim.simulated_text import STRATEGIES, STRATEGY_INDEX
 from sapo_env.validation import check_int
 
 

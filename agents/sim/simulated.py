@@ -67,7 +67,7 @@ make sharing cost as much as it costs them, nor reproduce either control (BENCHM
 Example::
 
     import sapo_env.runtime
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=8)
     agents = simulated_swarm(env.possible_agents, seed=0, num_external=4)   # the 4/4 setting
@@ -84,10 +84,10 @@ from typing import Any
 
 import numpy as np
 
-from agents import injection
 from agents.plain_state import PlainState
-from agents.simulated_config import SimulatedLearnerConfig
-from agents.simulated_text import (
+from agents.sim import injection
+from agents.sim.simulated_config import SimulatedLearnerConfig
+from agents.sim.simulated_text import (
     FORMATS,
     STRATEGIES,
     TEMPLATES,

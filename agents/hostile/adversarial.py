@@ -60,8 +60,8 @@ and a checkpoint needs only the inner node's state.
 
 Example::
 
-    from agents.adversarial import adversarial_swarm
-    from agents.simulated import simulated_swarm
+    from agents.hostile.adversarial import adversarial_swarm
+    from agents.sim.simulated import simulated_swarm
 
     nodes = adversarial_swarm(simulated_swarm(10, seed=0), "poison", fraction=0.3, seed=1)
 """
@@ -74,9 +74,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agents.injection import INJECTED_LINE
-from agents.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
-from agents.wrapper import AgentWrapper
+from agents.sim.injection import INJECTED_LINE
+from agents.sim.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, chosen_adversaries
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation

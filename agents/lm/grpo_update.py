@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from agents.encoding import MicroBatch, TrainingSet, micro_batches, training_set
-from agents.loss import grpo_loss
-from agents.off_policy import correction_weights, graft_gate
-from agents.received_logprob import screen_external
+from agents.lm.encoding import MicroBatch, TrainingSet, micro_batches, training_set
+from agents.lm.loss import grpo_loss
+from agents.lm.off_policy import correction_weights, graft_gate
+from agents.lm.received_logprob import screen_external
 
 logger = logging.getLogger(__name__)
 

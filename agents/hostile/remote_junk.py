@@ -37,8 +37,8 @@ round is ``JUNK[(round + offset) % len(JUNK)]``, no randomness.
 
 Example::
 
-    from agents.remote_junk import remote_junk_swarm
-    from agents.simulated import simulated_swarm
+    from agents.hostile.remote_junk import remote_junk_swarm
+    from agents.sim.simulated import simulated_swarm
 
     nodes = remote_junk_swarm(simulated_swarm(10, seed=0), fraction=0.3)
 """
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.wrapper import AgentWrapper
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.defenses.transport_attacks import chosen_adversaries
 from sapo_env.types import Action, Group, Observation
 
