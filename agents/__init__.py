@@ -5,6 +5,13 @@ Agents that need optional dependencies (torch for the language-model agent, http
 served one) are imported on first use, so ``import agents`` stays light; when their extra is
 missing, that import fails with a ``ModuleNotFoundError`` naming the package and
 ``pip install 'sapo-env[lm]'`` (or ``[served]``).
+
+The modules live in folders by role: ``lm`` (the language-model learner, ``GRPOAgent``),
+``sim`` (the simulated learner), ``serving`` (``ServedAgent``), ``hostile`` (attacking nodes),
+``wrappers`` (an agent played through another), ``scripted`` (nodes that do not learn),
+``tiny`` (tiny language models) and ``ratio``; ``plain_state`` is the state helper they share.
+Their old flat paths (``agents.<module>``) still import, with a ``DeprecationWarning``
+(:mod:`agents.moved`).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from agents import moved
 from agents.hostile.adversarial import AdversarialAgent, adversarial_swarm
 from agents.ratio import (
     EXP3,
@@ -33,6 +41,8 @@ from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig, simul
 #: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
 #: top-level package named ``agents`` too; ``sapo_experiments`` checks this mark on import.
 SAPO_ENV_AGENTS = True
+
+moved.install()
 
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
@@ -65,6 +75,8 @@ __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "Fi
 
 
 def __getattr__(name: str) -> Any:
+    if f"agents.{name}" in moved.MOVED:  # an old module path, as an attribute
+        return importlib.import_module(f"agents.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'agents' has no attribute {name!r}")
     try:
