@@ -47,7 +47,7 @@ moved.install()
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
     "GRPOAgent": "agents.lm.grpo",
-    "GRPOConfig": "agents.lm.grpo",  # defined in agents.grpo_config, re-exported
+    "GRPOConfig": "agents.lm.grpo",  # defined in agents.lm.grpo_config, re-exported
     "lora_swarm": "agents.lm.lora",
     # tiny models (agents.tiny): offline learners that train on one CPU core
     "tiny_tokenizer": "agents.tiny.tokenizer",

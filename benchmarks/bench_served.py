@@ -4,9 +4,9 @@ Run by hand (not a test):  python benchmarks/bench_served.py [--rounds 4] [--max
                            [--threads 1] [--concurrency 8,1] [--write]
 
 Starts llama-cpp-python's OpenAI-compatible server on the offline SmolLM2-135M-Instruct GGUF
-(``agents.llama_server``, needs ``make .venv/.served``) and plays rounds of a 2-node swarm, a
-served node and a ``DemonstratorAgent`` (the paper's round: G = 8 completions, J = 4, so the
-served node answers 4 questions). Every HTTP request the served node's client sends is
+(``agents.serving.llama_server``, needs ``make .venv/.served``) and plays rounds of a 2-node
+swarm, a served node and a ``DemonstratorAgent`` (the paper's round: G = 8 completions, J = 4, so
+the served node answers 4 questions). Every HTTP request the served node's client sends is
 recorded (an event hook of its HTTP client) and, after the round, the same request bodies are
 sent again straight to the server one after another, each timed: the server's own time for
 the round's generation. Each request carries its seed, so the server generates the same tokens

@@ -1,4 +1,4 @@
-"""Benchmark: nodes in Ray actors (``agents.remote``) against the same nodes in process.
+"""Benchmark: nodes in Ray actors (``agents.wrappers.remote``) against the same nodes in process.
 
 Run by hand (not a test):  python benchmarks/ray_nodes.py [--rounds 6] [--write]
 

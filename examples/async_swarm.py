@@ -3,8 +3,8 @@
 Eight (``--nodes``) simulated learners at 4 local / 4 external (the paper's protocol and
 defaults, but a pool window of ``--pool-window`` rounds, so that late groups can still be
 shared), each in its own Ray actor and each taking ``--act-seconds`` to answer
-(``agents.slow.SlowAgent``: the time a language model spends generating); the last node, the
-straggler, takes three times as long. Conditions:
+(``agents.wrappers.slow.SlowAgent``: the time a language model spends generating); the last
+node, the straggler, takes three times as long. Conditions:
 
 - ``sync``: no straggler, every node at the same speed (the reference);
 - ``sync, straggler``: every round waits for the straggler;

@@ -22,7 +22,7 @@ swarm started from scratch). Mean and 95% CI over seeds.
 (Times on a 2-core machine; the full run's CPU time was not recorded.)
 
 The env's churn semantics: ``sapo_env.churn``; the node that comes and goes:
-``agents.churning.ChurningAgent``; late joiners: ``SwarmConfig.join_rounds``.
+``agents.wrappers.churning.ChurningAgent``; late joiners: ``SwarmConfig.join_rounds``.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> sapo_env.runtime.History:
                          num_external=v["num_external"], seed=streams[-1])
     make_node = [partial(GRPOAgent, v["model"], config=config, num_external=v["num_external"],
                          seed=streams[i]) for i in range(v["n"])]
-    if args.ray_address is not None:  # the nodes are built in their actors (agents.remote)
+    if args.ray_address is not None:  # the nodes are built in their actors (agents.wrappers.remote)
         from agents.wrappers.remote import remote, remote_joint
 
         ray = require("ray", "examples/lm_swarm.py --ray-address")

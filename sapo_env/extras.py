@@ -1,5 +1,5 @@
-"""Optional packages: ``require("ray", "agents.remote")`` imports one, or answers in one line
-which extra of sapo-env installs it.
+"""Optional packages: ``require("ray", "agents.wrappers.remote")`` imports one, or answers in
+one line which extra of sapo-env installs it.
 
 The core (the env, the runner, the simulated and scripted agents) needs none of them; each
 extra of ``pyproject.toml`` brings the packages of one kind of work. A missing one raises

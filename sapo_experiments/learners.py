@@ -39,7 +39,7 @@ AgentFactory = Callable[[Sequence[str], int, np.random.SeedSequence], Sequence[A
 
 def simulated_learners(names: Sequence[str], num_external: int,
                        seed: np.random.SeedSequence) -> list:
-    """``agents.simulated.SimulatedLearner`` nodes with their default (calibrated) settings."""
+    """``agents.sim.simulated.SimulatedLearner`` nodes with their default (calibrated) settings."""
     from agents.sim.simulated import simulated_swarm
 
     return list(simulated_swarm(names, seed=seed, num_external=num_external).values())
@@ -47,7 +47,7 @@ def simulated_learners(names: Sequence[str], num_external: int,
 
 @dataclass(frozen=True)
 class SimulatedLearners:
-    """``agents.simulated.SimulatedLearner`` nodes with some fields of their config changed,
+    """``agents.sim.simulated.SimulatedLearner`` nodes with some fields of their config changed,
     the same for every node: ``SimulatedLearners({"start_tag_prob": 0.3})``."""
 
     overrides: Mapping[str, Any] = field(default_factory=dict)

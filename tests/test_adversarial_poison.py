@@ -1,4 +1,4 @@
-"""The poison attack (agents.adversarial) at odd L: the first ceil(L/2) completions of each
+"""The poison attack (agents.hostile.adversarial) at odd L: the first ceil(L/2) completions of each
 group are the right answer carrying the injected line, the rest the inner node's own, in place
 (the docstring's composition, where L // 2 and ceil(L / 2) differ)."""
 

@@ -1,5 +1,5 @@
 """What a round cost, in every record: the GRPO learners' ``generated_tokens`` and
-``optimizer_steps`` learn metrics (agents.grpo, agents.tiny.batched), on tiny models built in
+``optimizer_steps`` learn metrics (agents.lm.grpo, agents.tiny.batched), on tiny models built in
 memory (CPU, offline, a few seconds); the runner's CPU seconds of act and learn per node-round
 (``History.act_cpu_seconds``, ``learn_cpu_seconds``) and their checkpoints."""
 

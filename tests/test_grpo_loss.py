@@ -1,4 +1,4 @@
-"""The GRPO loss against hand computations (agents/loss.py)."""
+"""The GRPO loss against hand computations (agents/lm/loss.py)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,15 @@
 """The old paths of ``agents``' moved modules (``agents.moved``): each imports the very module at
 its new path, warns once naming that path, and leaves the module's own name and spec alone; no
-file stands at an old path."""
+file stands at an old path, and nothing in the repository uses one."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
+import json
 import pickle
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -105,3 +108,67 @@ def test_the_finder_answers_for_the_table_only():
     assert sum(isinstance(f, MovedFinder) for f in sys.meta_path) == 1
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("agents.no_such_module")
+
+
+# ------------------------------------------------------------ nothing here uses an old path
+
+SHORT = sorted((old.rpartition(".")[2] for old in MOVED), key=len, reverse=True)
+OLD = "|".join(SHORT)
+MENTION = re.compile(rf"(?<![\w.])agents\.({OLD})(?!\w)|(?<![\w/])agents/({OLD})\.py")
+# the history and the table itself name the old paths, and this test imports them
+EXEMPT = {"CHANGELOG.md", "agents/moved.py", "tests/test_moved_modules.py"}
+SKIPPED_FOLDERS = {"build", "dist", "node_modules", "__pycache__"}
+
+
+def our_files() -> list[Path]:
+    found = [p for suffix in ("*.py", "*.md", "*.ipynb") for p in ROOT.rglob(suffix)]
+    found += [ROOT / "Makefile", ROOT / "pyproject.toml"]
+    return sorted(p for p in found if p.is_file()
+                  and not any(part.startswith(".") or part in SKIPPED_FOLDERS
+                              or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)
+                  and p.relative_to(ROOT).as_posix() not in EXEMPT)
+
+
+def code_of(path: Path) -> str:
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        return re.sub(r"(?m)^\s*[%!]", "#", code)  # IPython's magics and shell lines
+    return path.read_text()
+
+
+def old_modules_imported_from_agents(code: str) -> list[str]:
+    """``from agents import <moved module>``: a module name the dotted search cannot see."""
+    return [f"agents.{alias.name}" for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.ImportFrom) and node.module == "agents" and node.level == 0
+            for alias in node.names if f"agents.{alias.name}" in MOVED]
+
+
+def old_paths_in(path: Path) -> list[str]:
+    text = path.read_text()
+    found = [m.group(0) for m in MENTION.finditer(text)]
+    if path.suffix in (".py", ".ipynb"):
+        found += old_modules_imported_from_agents(code_of(path))
+    return found
+
+
+def test_the_search_finds_each_kind_of_old_path(tmp_path):
+    for name, text in [("a.py", "from agents.grpo import GRPOAgent"),
+                       ("a.md", "see ``agents.served.ServedAgent``"),
+                       ("a.md", "agents/checkpoints.py"),
+                       ("a.py", "from agents import RandomAgent, injection")]:
+        (tmp_path / name).write_text(text)
+        assert old_paths_in(tmp_path / name) != [], text
+    for name, text in [("a.py", "from agents.lm.grpo import GRPOAgent"),
+                       ("a.md", "sapo_agents.grpo, agents.grpo_x, agents.tiny.model"),
+                       ("a.py", "from agents import RandomAgent")]:
+        (tmp_path / name).write_text(text)
+        assert old_paths_in(tmp_path / name) == [], text
+
+
+def test_nothing_in_the_repository_uses_an_old_path():
+    files = our_files()
+    assert ROOT / "README.md" in files and ROOT / "agents" / "lm" / "grpo.py" in files
+    offenders = {p.relative_to(ROOT).as_posix(): found for p in files
+                 if (found := old_paths_in(p))}
+    assert offenders == {}

@@ -1,5 +1,5 @@
-"""Off-policy corrections of external groups (agents.off_policy): the pure functions on numbers
-worked by hand, which rows get the sender's log-probs (agents.encoding), and two tiny GRPO nodes
+"""Off-policy corrections of external groups (agents.lm.off_policy): the pure functions on numbers
+worked by hand, which rows get the sender's log-probs (agents.lm.encoding), and two tiny GRPO nodes
 where the receiver weighs the sender's completions by them."""
 
 from __future__ import annotations

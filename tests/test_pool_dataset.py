@@ -1,6 +1,7 @@
 """The pool as a dataset: each packet's fate (``SwarmEnv.last_packets``), the
-Parquet recorder (``sapo_env.runtime.pool_dataset``) and the replay node (``agents.replay``):
-a run written, read back with ``datasets`` and replayed gives the same pool and rewards."""
+Parquet recorder (``sapo_env.runtime.pool_dataset``) and the replay node
+(``agents.scripted.replay``): a run written, read back with ``datasets`` and replayed gives the same
+pool and rewards."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Nodes in Ray actors (agents.remote): a synchronous run on ray.init(num_cpus=2) is exactly the
-in-process run for the same seed, with simulated learners and with tiny language models; the
-runner starts every remote call before waiting; dead and slow nodes; Ray's processes and files
+"""Nodes in Ray actors (agents.wrappers.remote): a synchronous run on ray.init(num_cpus=2) is
+exactly the in-process run for the same seed, with simulated learners and with tiny language models;
+the runner starts every remote call before waiting; dead and slow nodes; Ray's processes and files
 are gone after (``local_ray`` is conftest.py's)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ServedAgent (agents.served): a node backed by an OpenAI-compatible server.
+"""ServedAgent (agents.serving.served): a node backed by an OpenAI-compatible server.
 
 Two kinds of server: a real llama-cpp-python server on the offline SmolLM2 GGUF, started by
 the slow tests (skipped where llama_cpp, its server extra or the GGUF is missing), and a small

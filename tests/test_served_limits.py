@@ -1,8 +1,8 @@
-"""What a hostile server can cost a served node (agents.served, agents.served_http): each try
-of a request ends by its deadline, connect to last byte, and the node's whole act by the
-round's; a reply is decoded no further than its cap; ``Retry-After`` never waits past the
-round's deadline; redirects are not followed; a refusal removes the node, or stops the run
-when asked to.
+"""What a hostile server can cost a served node (agents.serving.served,
+agents.serving.served_http): each try of a request ends by its deadline, connect to last byte, and
+the node's whole act by the round's; a reply is decoded no further than its cap; ``Retry-After``
+never waits past the round's deadline; redirects are not followed; a refusal removes the node, or
+stops the run when asked to.
 
 Two kinds of fake server: a socket server that drips a reply a byte at a time (it counts the
 bytes it got out before the node hung up), and ``httpx2.MockTransport`` for replies that need

@@ -13,9 +13,10 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     out of training sets; what it costs the swarm is the groups it does not contribute.
 ``wrong_answers``
     every completion is a confident wrong answer in ``<answer>`` tags (the right answer
-    re-derived from the question's ``ref``, then changed as :func:`agents.simulated.wrong_answer`
-    does). Models a node that is sure and wrong. Partial credit aside, its groups score all 0
-    and are filtered like garbage; reasoning-gym's partial credit lets a few through.
+    re-derived from the question's ``ref``, then changed as
+    :func:`agents.sim.simulated.wrong_answer` does). Models a node that is sure and wrong.
+    Partial credit aside, its groups score all 0 and are filtered like garbage; reasoning-gym's
+    partial credit lets a few through.
 ``free_rider``
     asks for J = ``train_budget`` every round and shares nothing: it answers no question (under
     the paper's protocol) and only takes. Models the commons problem; no packet check can
@@ -24,10 +25,10 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
 ``poison``
     the study "Hail to the Thief" (arXiv 2511.09780): half of each group's completions (the
     first ceil(L/2)) are the *right* answer in tags carrying an injected line
-    (:data:`agents.injection.INJECTED_LINE`), the rest the inner node's own. The verifier
+    (:data:`agents.sim.injection.INJECTED_LINE`), the rest the inner node's own. The verifier
     rewards the poisoned ones, so receivers reinforce the line with them; packet checks,
     reputation and caps cannot tell them from honest groups. Attack success is the share of
-    honest nodes' completions that carry the line (:func:`agents.injection.carries`); the
+    honest nodes' completions that carry the line (:func:`agents.sim.injection.carries`); the
     defense is the receiver's own log-probability check
     (``SimulatedLearnerConfig.min_external_logprob``, ``GRPOConfig.min_external_logprob``).
 ``misleading``

@@ -28,7 +28,7 @@ With ``GRPOConfig.off_policy_correction`` other than ``"none"``, :func:`training
 gives each row of an external group the sender's per-token log-probs, when the group's packet
 carries them and its token ids are exactly this agent's encoding of every completion (what
 :func:`encode_group` trains on, EOS included); any other external group is trained with
-ratio 1 and counted in ``TrainingSet.uncorrected_groups`` (:mod:`agents.off_policy`).
+ratio 1 and counted in ``TrainingSet.uncorrected_groups`` (:mod:`agents.lm.off_policy`).
 """
 
 from __future__ import annotations

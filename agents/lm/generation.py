@@ -13,7 +13,7 @@ transformers documents for re-using a prompt cache). The tokens are those of a p
 completions was most of the time.
 
 Rows can each have their own LoRA adapter (``adapter_names``, for one call that serves a whole
-:func:`agents.lora_swarm`); see :mod:`agents.mixed_adapters`.
+:func:`agents.lora_swarm`); see :mod:`agents.lm.mixed_adapters`.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ llama.cpp, Ollama, a hosted endpoint): ``ServedAgent``.
     call :meth:`ServedAgent.load_lora_adapter` (vLLM's ``/v1/load_lora_adapter``, LoRA
     hot-swap); its metrics join the counts. docs/served.md has the recipe.
 
-Everything the server sends is untrusted data (``agents.served_http`` reads it, bounded), and
-one bad answer costs at most that request's completions:
+Everything the server sends is untrusted data (``agents.serving.served_http`` reads it,
+bounded), and one bad answer costs at most that request's completions:
 
 - a body that is not JSON, has no ``choices`` list, or a choice without a string
   ``message.content``: the completions it should have carried are empty strings (scored 0),

@@ -1,4 +1,4 @@
-"""``ServedConfig``: how a served node (``agents.served.ServedAgent``) asks its server, and
+"""``ServedConfig``: how a served node (``agents.serving.served.ServedAgent``) asks its server, and
 what the server may cost it: a deadline on each try of a request, a deadline on the node's
 whole round, a cap on the bytes of a reply, retries, and what a refusal does."""
 

@@ -2,7 +2,7 @@
 
 ``sampled_accuracy(model, tokenizer, questions, max_new_tokens=..., seed=...)`` samples one
 completion per question at temperature 1 with at most ``max_new_tokens`` new tokens, under an
-empty system prompt (``agents.generation``, as ``GRPOAgent.act`` does), decodes it without
+empty system prompt (``agents.lm.generation``, as ``GRPOAgent.act`` does), decodes it without
 special tokens and scores it with the env's own verifier
 (``sapo_env.tasks.score_completions``: the last ``<answer>`` tag, reasoning-gym's scorer, the
 env's limits). The accuracy of a task is the mean score, partial credit included: what the

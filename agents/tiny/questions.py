@@ -16,7 +16,7 @@ node has never seen a question of any swarm run or held-out set:
   repeat the same questions, never evaluation ones). Seeds stay below 2**63 (int64).
 
 Supervised examples. A question becomes the prompt a ``GRPOAgent`` builds under an empty system
-prompt (``agents.generation.chat_prompt_ids(tokenizer, "", question)``) and the target
+prompt (``agents.lm.generation.chat_prompt_ids(tokenizer, "", question)``) and the target
 ``<answer>{answer}</answer>`` + EOS, the answer being ``sapo_env.tasks.reference_answer``: the
 completion a node in the env is rewarded for, tokenized as GRPO re-encodes completions.
 

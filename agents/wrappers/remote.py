@@ -394,7 +394,7 @@ def remote_joint(factory: Callable[[], Mapping[str, Any] | Sequence[Any]],
                  num_cpus: float = 1, num_gpus: float = 0, *,
                  names: Sequence[str] | None = None, **actor_options: Any
                  ) -> dict[str, RemoteMember]:
-    """Several nodes in one Ray actor, for nodes that share a model (``agents.lora.lora_swarm``
+    """Several nodes in one Ray actor, for nodes that share a model (``agents.lm.lora.lora_swarm``
     on one base) or nodes too light to pay for an actor each: ``factory()`` returns them (a
     mapping node -> agent, or a list); they act in one call per round, as in process, and
     learn in another.

@@ -33,7 +33,7 @@ Non-stationary (the best J may change during the run):
     nodes join at 2R/3: the pool's supply drops by half, then recovers with beginners.
 ``adversarial``
     the last 3 in 8 nodes (at J = 4) play honestly, then from round R/2 share misleading
-    groups (``agents.adversarial``, attack ``misleading``): right answers after a careless
+    groups (``agents.hostile.adversarial``, attack ``misleading``): right answers after a careless
     guess, wrong ones after careful work, which pass every packet check and teach what makes
     answers wrong. The best J falls when the attack starts.
 ``on-off``
