@@ -37,6 +37,7 @@ from agents.scripted.demonstrator import DemonstratorAgent
 from agents.scripted.random_agent import RandomAgent
 from agents.scripted.replay import ReplayAgent
 from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
+from sapo_env.extras import require
 
 #: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
 #: top-level package named ``agents`` too; ``sapo_experiments`` checks this mark on import.
@@ -63,9 +64,6 @@ _LAZY = {
     "ServedConfig": "agents.serving.served",
 }
 
-# the `lm` extra's packages (pyproject.toml)
-_LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
-
 __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
            "LearningProgress", "LinUCBRatio", "PoolQuality", "RandomAgent", "RatioFeatures",
            "ReplayAgent",
@@ -79,17 +77,5 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"agents.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'agents' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(_LAZY[name])
-    except ModuleNotFoundError as error:
-        missing = (error.name or "").partition(".")[0]
-        if missing not in _LM_EXTRA:
-            raise
-        # A core-only install would otherwise see a bare "No module named 'torch'"; still a
-        # ModuleNotFoundError, so `except ImportError` around optional agents keeps working.
-        raise ModuleNotFoundError(
-            f"agents.{name} needs {missing!r}, which is not installed: pip install "
-            f"'sapo-env[lm]' (install the torch build for your hardware first)",
-            name=missing,
-        ) from error
-    return getattr(module, name)
+    # a missing optional package: a ModuleNotFoundError naming its extra (sapo_env.extras)
+    return getattr(require(_LAZY[name], f"agents.{name}"), name)

@@ -33,8 +33,9 @@ def missing_extra(module: str, needed_by: str) -> ModuleNotFoundError:
     top = module.partition(".")[0]
     if top not in EXTRAS:
         raise ValueError(f"{top!r} is not an optional package; expected one of {list(EXTRAS)}")
+    first = " (install the torch build for your hardware first)" if EXTRAS[top] == "lm" else ""
     return ModuleNotFoundError(f"{needed_by} needs {top!r}, which is not installed: pip install "
-                               f"'sapo-env[{EXTRAS[top]}]'", name=top)
+                               f"'sapo-env[{EXTRAS[top]}]'{first}", name=top)
 
 
 def require(module: str, needed_by: str) -> ModuleType:

@@ -5,6 +5,7 @@ names the closest one."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import re
 import sys
@@ -45,6 +46,25 @@ def test_require_names_the_extra_and_lets_other_errors_through(monkeypatch):
     assert set(EXTRAS.values()) <= set(re.findall(r"^(\w+) = \[", section, re.M))
     with pytest.raises(ValueError, match="not an optional package"):
         missing_extra("numpy", "x")
+
+
+@pytest.mark.parametrize("module, extra, require_it", [
+    ("wandb", "wandb", "sapo_env.runtime.wandb_logger:require_wandb"),
+    ("datasets", "data", "sapo_env.runtime.pool_dataset:require_datasets"),
+    ("httpx2", "served", "agents:ServedAgent"),
+])
+def test_the_optional_packages_of_loggers_datasets_and_agents_name_their_extra(
+        monkeypatch, module, extra, require_it):
+    path, _, name = require_it.partition(":")
+    owner = importlib.import_module(path)
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    serving = importlib.import_module("agents.serving")
+    for loaded in ("served", "served_http"):  # imported again, as on a first use
+        monkeypatch.delitem(sys.modules, f"agents.serving.{loaded}", raising=False)
+        monkeypatch.delattr(serving, loaded, raising=False)
+    with pytest.raises(ModuleNotFoundError) as error:
+        getattr(owner, name)()
+    assert error.value.name == module and one_line(error.value, extra)
 
 
 def test_remote_nodes_without_ray_name_the_extra(monkeypatch):

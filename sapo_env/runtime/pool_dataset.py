@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from sapo_env.defenses.publication import PacketFate
+from sapo_env.extras import require
 from sapo_env.runtime.pool_files import PoolLimits, check_files
 from sapo_env.runtime.records import Callback, History, RoundRecord
 from sapo_env.validation import check_int
@@ -76,13 +77,9 @@ once they hold this many bytes (as Arrow buffers)."""
 
 
 def require_datasets() -> Any:
-    """The ``datasets`` module, or an ``ImportError`` that names the extra to install."""
-    try:
-        import datasets
-    except ImportError as error:  # an optional extra: say how to get it
-        raise ImportError("the pool dataset needs the 'datasets' package: pip install "
-                          "'sapo-env[data]' (or pip install datasets)") from error
-    return datasets
+    """The ``datasets`` module, or the ``ModuleNotFoundError`` of ``sapo_env.extras`` that
+    names the extra to install."""
+    return require("datasets", "the pool dataset")
 
 
 def features() -> Any:
