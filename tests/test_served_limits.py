@@ -86,12 +86,12 @@ def drip():
     server.close()
 
 
-def observation(questions=2, G=2):
+def observation(questions=2, L=2):
     qs = tuple({"id": f"basic_arithmetic/0/{k}", "task": "basic_arithmetic",
                 "prompt": f"{k} + 1 = ?", "ref": {"task": "basic_arithmetic", "config": {},
                                                   "seed": 0, "index": k}}
                for k in range(questions))
-    return make_observation(round=0, system_prompt="", completions_per_question=G,
+    return make_observation(round=0, system_prompt="", completions_per_question=L,
                             train_budget=8, num_external=4, questions=qs)
 
 
@@ -229,7 +229,7 @@ def test_a_reply_that_goes_on_is_not_read_past_the_cap():
 
 
 def test_the_derived_cap_holds_what_a_legal_reply_can_be():
-    """G completions of max_tokens tokens of escaped emoji (12 JSON bytes a token) fit."""
+    """L completions of max_tokens tokens of escaped emoji (12 JSON bytes a token) fit."""
     config = ServedConfig(max_tokens=64)
     legal = json.dumps({"choices": [{"message": {"content": "\U0001f600" * 64}}] * 8})
     assert len(legal) <= config.reply_cap(8) and config.reply_cap(8) < 1_000_000
