@@ -5,6 +5,13 @@ Agents that need optional dependencies (torch for the language-model agent, http
 served one) are imported on first use, so ``import agents`` stays light; when their extra is
 missing, that import fails with a ``ModuleNotFoundError`` naming the package and
 ``pip install 'sapo-env[lm]'`` (or ``[served]``).
+
+The modules live in folders by role: ``lm`` (the language-model learner, ``GRPOAgent``),
+``sim`` (the simulated learner), ``serving`` (``ServedAgent``), ``hostile`` (attacking nodes),
+``wrappers`` (an agent played through another), ``scripted`` (nodes that do not learn),
+``tiny`` (tiny language models) and ``ratio``; ``plain_state`` is the state helper they share.
+Their old flat paths (``agents.<module>``) still import, with a ``DeprecationWarning``
+(:mod:`agents.moved`).
 """
 
 from __future__ import annotations
@@ -12,9 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agents.adversarial import AdversarialAgent, adversarial_swarm
-from agents.demonstrator import DemonstratorAgent
-from agents.random_agent import RandomAgent
+from agents import moved
+from agents.hostile.adversarial import AdversarialAgent, adversarial_swarm
 from agents.ratio import (
     EXP3,
     DiscountedUCB,
@@ -27,18 +33,23 @@ from agents.ratio import (
     ScheduledRatio,
     ThompsonSampling,
 )
-from agents.replay import ReplayAgent
-from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
+from agents.scripted.demonstrator import DemonstratorAgent
+from agents.scripted.random_agent import RandomAgent
+from agents.scripted.replay import ReplayAgent
+from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
+from sapo_env.extras import require
 
 #: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
 #: top-level package named ``agents`` too; ``sapo_experiments`` checks this mark on import.
 SAPO_ENV_AGENTS = True
 
+moved.install()
+
 # name -> module, for agents whose dependencies are optional extras
 _LAZY = {
-    "GRPOAgent": "agents.grpo",
-    "GRPOConfig": "agents.grpo",  # defined in agents.grpo_config, re-exported
-    "lora_swarm": "agents.lora",
+    "GRPOAgent": "agents.lm.grpo",
+    "GRPOConfig": "agents.lm.grpo",  # defined in agents.lm.grpo_config, re-exported
+    "lora_swarm": "agents.lm.lora",
     # tiny models (agents.tiny): offline learners that train on one CPU core
     "tiny_tokenizer": "agents.tiny.tokenizer",
     "TinyModelConfig": "agents.tiny.config",
@@ -49,12 +60,9 @@ _LAZY = {
     "load_tiny": "agents.tiny.warm_start",
     "read_report": "agents.tiny.warm_start",
     # a node backed by an OpenAI-compatible server (the `served` extra: httpx2)
-    "ServedAgent": "agents.served",
-    "ServedConfig": "agents.served",
+    "ServedAgent": "agents.serving.served",
+    "ServedConfig": "agents.serving.served",
 }
-
-# the `lm` extra's packages (pyproject.toml)
-_LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
 
 __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
            "LearningProgress", "LinUCBRatio", "PoolQuality", "RandomAgent", "RatioFeatures",
@@ -65,19 +73,9 @@ __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "Fi
 
 
 def __getattr__(name: str) -> Any:
+    if f"agents.{name}" in moved.MOVED:  # an old module path, as an attribute
+        return importlib.import_module(f"agents.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'agents' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(_LAZY[name])
-    except ModuleNotFoundError as error:
-        missing = (error.name or "").partition(".")[0]
-        if missing not in _LM_EXTRA:
-            raise
-        # A core-only install would otherwise see a bare "No module named 'torch'"; still a
-        # ModuleNotFoundError, so `except ImportError` around optional agents keeps working.
-        raise ModuleNotFoundError(
-            f"agents.{name} needs {missing!r}, which is not installed: pip install "
-            f"'sapo-env[lm]' (install the torch build for your hardware first)",
-            name=missing,
-        ) from error
-    return getattr(module, name)
+    # a missing optional package: a ModuleNotFoundError naming its extra (sapo_env.extras)
+    return getattr(require(_LAZY[name], f"agents.{name}"), name)

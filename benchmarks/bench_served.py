@@ -4,9 +4,9 @@ Run by hand (not a test):  python benchmarks/bench_served.py [--rounds 4] [--max
                            [--threads 1] [--concurrency 8,1] [--write]
 
 Starts llama-cpp-python's OpenAI-compatible server on the offline SmolLM2-135M-Instruct GGUF
-(``agents.llama_server``, needs ``make .venv/.served``) and plays rounds of a 2-node swarm, a
-served node and a ``DemonstratorAgent`` (the paper's round: G = 8 completions, J = 4, so the
-served node answers 4 questions). Every HTTP request the served node's client sends is
+(``agents.serving.llama_server``, needs ``make .venv/.served``) and plays rounds of a 2-node
+swarm, a served node and a ``DemonstratorAgent`` (the paper's round: L = 8 completions, J = 4, so
+the served node answers 4 questions). Every HTTP request the served node's client sends is
 recorded (an event hook of its HTTP client) and, after the round, the same request bodies are
 sent again straight to the server one after another, each timed: the server's own time for
 the round's generation. Each request carries its seed, so the server generates the same tokens
@@ -37,8 +37,8 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 from agents import DemonstratorAgent
-from agents.llama_server import LocalServer, missing, smollm2_gguf
-from agents.served import ServedAgent, ServedConfig
+from agents.serving.llama_server import LocalServer, missing, smollm2_gguf
+from agents.serving.served import ServedAgent, ServedConfig
 
 SECTION = "## Served node"
 
@@ -125,7 +125,7 @@ def report(results: list[dict], load: tuple[str, str]) -> str:
              f"`python benchmarks/bench_served.py --write` on {datetime.date.today()}, "
              f"{machine()}, load average before / after {load[0]} / {load[1]}. llama-cpp-python's "
              f"server on SmolLM2-135M-Instruct Q4_1 ({threads}), a served node "
-             f"and a demonstrator, G = 8, J = 4 (4 questions), at most {first['max_tokens']} "
+             f"and a demonstrator, L = 8, J = 4 (4 questions), at most {first['max_tokens']} "
              f"tokens a completion, temperature 1; medians over {first['rounds']} rounds after "
              f"a warm-up round. \"Direct\": the round's recorded request bodies sent again to "
              f"the server one after another (same seeds, same tokens), summed.", "",

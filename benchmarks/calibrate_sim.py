@@ -67,7 +67,7 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import SimulatedLearnerConfig, simulated_swarm
+from agents.sim.simulated import SimulatedLearnerConfig, simulated_swarm
 from sapo_env.runtime.metrics import PAPER_WINDOW, moving_average
 from sapo_experiments.learners import TinyLearners
 from sapo_experiments.reproduce.config import BY_LABEL, EXPERIMENTS, ReproduceConfig, seeds_of

@@ -43,9 +43,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from benchmarks_md import machine, write_section  # noqa: E402
 
 import sapo_env  # noqa: E402
-from agents.generation import left_padded  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
-from agents.lora import lora_swarm  # noqa: E402
+from agents.lm.generation import left_padded  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.lm.lora import lora_swarm  # noqa: E402
 
 SECTION = "## LM agent"
 MODEL = "smollm2-135m"

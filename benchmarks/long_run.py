@@ -27,7 +27,7 @@ from benchmarks_md import BENCHMARKS_MD, machine, write_section
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
 from sapo_env.extras import require
 
 SECTION = "## Long run"

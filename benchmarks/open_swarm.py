@@ -4,10 +4,11 @@ Run by hand (not a test):  python benchmarks/open_swarm.py [--nodes 1024] [--rou
 [--write]
 
 The paper's open demo ran thousands of nodes that came and went. Here ``--nodes`` simulated
-learners (``agents.simulated``, 4/4, paper defaults) play ``sapo_env.runtime.play_round`` in one
+learners (``agents.sim.simulated``, 4/4, paper defaults) play ``sapo_env.runtime.play_round`` in one
 process, under churn drawn from the seed:
 
-- every node sits a round out with probability ``--offline`` (``agents.churning.ChurningAgent``);
+- every node sits a round out with probability ``--offline``
+  (``agents.wrappers.churning.ChurningAgent``);
 - a ``--leave`` share of the nodes leaves for good at a round drawn uniformly in the run;
 - a ``--join`` share of them joins late (``SwarmConfig.join_rounds``) at such a round.
 
@@ -33,8 +34,8 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 import sapo_env.runtime
-from agents.churning import ChurningAgent
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
+from agents.wrappers.churning import ChurningAgent
 
 SECTION = "## Open swarm"
 
@@ -106,7 +107,7 @@ def report(r: dict, command: str) -> str:
         SECTION, "",
         f"`{command}` on {datetime.date.today()}, {machine()}, load average "
         f"{r['load'][0]:.1f} at the start and {r['load'][1]:.1f} at the end (2 cores: above 2, "
-        "other work shared them). One process: simulated learners (`agents.simulated`), 4/4, "
+        "other work shared them). One process: simulated learners (`agents.sim.simulated`), 4/4, "
         f"paper defaults; every node offline with probability {r['offline']} a round, "
         f"{r['leaves']} leaving and {r['joins']} joining late at rounds drawn uniformly in the "
         "run (`benchmarks/open_swarm.py`). Process CPU time (wall beside it); the env's share is "

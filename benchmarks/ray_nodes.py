@@ -1,4 +1,4 @@
-"""Benchmark: nodes in Ray actors (``agents.remote``) against the same nodes in process.
+"""Benchmark: nodes in Ray actors (``agents.wrappers.remote``) against the same nodes in process.
 
 Run by hand (not a test):  python benchmarks/ray_nodes.py [--rounds 6] [--write]
 
@@ -55,7 +55,7 @@ def lm_node(seed: int):
 
 
 def sim_node(child):
-    from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
+    from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig
 
     return SimulatedLearner(SimulatedLearnerConfig(num_external=4), child)
 
@@ -111,7 +111,7 @@ def measure(rounds: int, sim_rounds: int, steps: int) -> dict:
     import numpy as np
 
     ray = require("ray", "benchmarks/ray_nodes.py")
-    from agents.remote import remote, remote_swarm
+    from agents.wrappers.remote import remote, remote_swarm
     from sapo_env.scoring.round_scoring import RayScoring
 
     lm_factories = [partial(lm_node, seed=i) for i in range(2)]

@@ -3,7 +3,7 @@
 Run by hand (not a test):  python benchmarks/sim_swarm.py [--rounds 2000] [--write]
 
 Target: 8 nodes x 2000 rounds at the paper defaults in <= 60 s on one core, env included.
-Measures one 4/4 run of ``agents.simulated`` learners in the real env and reports the wall time,
+Measures one 4/4 run of ``agents.sim.simulated`` learners in the real env and reports the wall time,
 and the share of it spent in the learners' ``act`` and ``learn`` (timed around each call).
 
 ``--write`` replaces the "## Simulated swarm" section of BENCHMARKS.md with the results.
@@ -19,7 +19,7 @@ from benchmarks_md import machine, write_section
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import SimulatedLearner, simulated_swarm
+from agents.sim.simulated import SimulatedLearner, simulated_swarm
 
 SECTION = "## Simulated swarm"
 

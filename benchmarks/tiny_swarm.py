@@ -68,7 +68,7 @@ from benchmarks_md import BENCHMARKS_MD, machine, write_section  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import sapo_env  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
 from sapo_experiments.allocator import keep_freed_memory  # noqa: E402

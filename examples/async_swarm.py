@@ -3,8 +3,8 @@
 Eight (``--nodes``) simulated learners at 4 local / 4 external (the paper's protocol and
 defaults, but a pool window of ``--pool-window`` rounds, so that late groups can still be
 shared), each in its own Ray actor and each taking ``--act-seconds`` to answer
-(``agents.slow.SlowAgent``: the time a language model spends generating); the last node, the
-straggler, takes three times as long. Conditions:
+(``agents.wrappers.slow.SlowAgent``: the time a language model spends generating); the last
+node, the straggler, takes three times as long. Conditions:
 
 - ``sync``: no straggler, every node at the same speed (the reference);
 - ``sync, straggler``: every round waits for the straggler;
@@ -43,8 +43,8 @@ import numpy as np
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
-from agents.slow import SlowAgent
+from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig
+from agents.wrappers.slow import SlowAgent
 from sapo_env.extras import require
 from sapo_experiments.reproduce.report import mean_ci
 
@@ -75,7 +75,7 @@ class Timeline(sapo_env.runtime.Callback):
 def play(condition: str, args: argparse.Namespace, seed: int) -> dict:
     """One run: its (rounds, nodes) rewards, the seconds at each round's end, and the
     straggler's lateness."""
-    from agents.remote import remote_swarm
+    from agents.wrappers.remote import remote_swarm
 
     env = sapo_env.parallel_env(n=args.nodes, max_rounds=args.rounds, num_external=4,
                                 pool_window=args.pool_window)

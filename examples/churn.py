@@ -22,7 +22,7 @@ swarm started from scratch). Mean and 95% CI over seeds.
 (Times on a 2-core machine; the full run's CPU time was not recorded.)
 
 The env's churn semantics: ``sapo_env.churn``; the node that comes and goes:
-``agents.churning.ChurningAgent``; late joiners: ``SwarmConfig.join_rounds``.
+``agents.wrappers.churning.ChurningAgent``; late joiners: ``SwarmConfig.join_rounds``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import numpy as np
 
 import sapo_env
 import sapo_env.runtime
-from agents.churning import ChurningAgent
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
+from agents.wrappers.churning import ChurningAgent
 from sapo_env.extras import require
 from sapo_experiments.reproduce.report import mean_ci
 

@@ -27,7 +27,7 @@ import numpy as np
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent, GRPOConfig
-from agents.lora import lora_swarm
+from agents.lm.lora import lora_swarm
 from sapo_experiments.format_propagation import (
     EASY_ARITHMETIC,
     SHORT_SYSTEM_PROMPT,

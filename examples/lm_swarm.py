@@ -42,8 +42,8 @@ import numpy as np
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent, GRPOAgent, GRPOConfig
-from agents.lora import lora_swarm
-from agents.models import resolve_device
+from agents.lm.lora import lora_swarm
+from agents.lm.models import resolve_device
 from sapo_env.extras import require
 from sapo_env.scoring.answers import extract_tag
 
@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> sapo_env.runtime.History:
                          num_external=v["num_external"], seed=streams[-1])
     make_node = [partial(GRPOAgent, v["model"], config=config, num_external=v["num_external"],
                          seed=streams[i]) for i in range(v["n"])]
-    if args.ray_address is not None:  # the nodes are built in their actors (agents.remote)
-        from agents.remote import remote, remote_joint
+    if args.ray_address is not None:  # the nodes are built in their actors (agents.wrappers.remote)
+        from agents.wrappers.remote import remote, remote_joint
 
         ray = require("ray", "examples/lm_swarm.py --ray-address")
 

@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
 
     try:
-        from agents.llama_server import LocalServer, missing, smollm2_gguf
-        from agents.served import ServedAgent, ServedConfig
+        from agents.serving.llama_server import LocalServer, missing, smollm2_gguf
+        from agents.serving.served import ServedAgent, ServedConfig
     except ModuleNotFoundError as error:  # the served extra
         sys.exit(f"served_swarm.py: {error}")
     if args.base_url is None and missing():

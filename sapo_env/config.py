@@ -175,7 +175,7 @@ class SwarmConfig:
     ``"duplicate_spam"`` (:mod:`sapo_env.defenses.transport_attacks`; ``adversaries.assign(n, 0.3,
     attack)``
     names the last 30% of the nodes). Attacks made of text alone are agents
-    (``agents.adversarial``)."""
+    (``agents.hostile.adversarial``)."""
     verify_packets: bool = True
     """Re-derive every published group's question and answer from its ``ref``, re-score its
     completions, and drop it if anything differs, if its source was not dealt that question

@@ -1,5 +1,5 @@
-"""Optional packages: ``require("ray", "agents.remote")`` imports one, or answers in one line
-which extra of sapo-env installs it.
+"""Optional packages: ``require("ray", "agents.wrappers.remote")`` imports one, or answers in
+one line which extra of sapo-env installs it.
 
 The core (the env, the runner, the simulated and scripted agents) needs none of them; each
 extra of ``pyproject.toml`` brings the packages of one kind of work. A missing one raises
@@ -33,8 +33,9 @@ def missing_extra(module: str, needed_by: str) -> ModuleNotFoundError:
     top = module.partition(".")[0]
     if top not in EXTRAS:
         raise ValueError(f"{top!r} is not an optional package; expected one of {list(EXTRAS)}")
+    first = " (install the torch build for your hardware first)" if EXTRAS[top] == "lm" else ""
     return ModuleNotFoundError(f"{needed_by} needs {top!r}, which is not installed: pip install "
-                               f"'sapo-env[{EXTRAS[top]}]'", name=top)
+                               f"'sapo-env[{EXTRAS[top]}]'{first}", name=top)
 
 
 def require(module: str, needed_by: str) -> ModuleType:

@@ -16,7 +16,7 @@ from it, may carry two optional per-completion fields:
     (only with ``logprobs``) the ids of those tokens under the sender's tokenizer: integers in
     ``[0, 2**31)``, as many as the completion's ``logprobs``. A receiver that shares the
     tokenizer compares them with its own re-encoding of the text and uses the log-probs only
-    where they agree token for token (``agents.off_policy``).
+    where they agree token for token (``agents.lm.off_policy``).
 
 The env never uses them; it checks them (:func:`parse_completion_fields`) and carries them to
 receivers unchanged, as read-only ``float32`` / ``int32`` arrays. A group whose sender sent
@@ -24,7 +24,7 @@ none has no such keys (``group.get("logprobs")`` is None), so a swarm that never
 runs exactly as before.
 
 What a lie can buy is bounded by the receiver, not here: the env cannot check that a sender
-drew its tokens with the probabilities it claims (see ``agents.off_policy`` for what the
+drew its tokens with the probabilities it claims (see ``agents.lm.off_policy`` for what the
 truncation bounds).
 """
 

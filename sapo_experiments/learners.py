@@ -39,22 +39,22 @@ AgentFactory = Callable[[Sequence[str], int, np.random.SeedSequence], Sequence[A
 
 def simulated_learners(names: Sequence[str], num_external: int,
                        seed: np.random.SeedSequence) -> list:
-    """``agents.simulated.SimulatedLearner`` nodes with their default (calibrated) settings."""
-    from agents.simulated import simulated_swarm
+    """``agents.sim.simulated.SimulatedLearner`` nodes with their default (calibrated) settings."""
+    from agents.sim.simulated import simulated_swarm
 
     return list(simulated_swarm(names, seed=seed, num_external=num_external).values())
 
 
 @dataclass(frozen=True)
 class SimulatedLearners:
-    """``agents.simulated.SimulatedLearner`` nodes with some fields of their config changed,
+    """``agents.sim.simulated.SimulatedLearner`` nodes with some fields of their config changed,
     the same for every node: ``SimulatedLearners({"start_tag_prob": 0.3})``."""
 
     overrides: Mapping[str, Any] = field(default_factory=dict)
     """``SimulatedLearnerConfig`` fields and their values (checked on construction)."""
 
     def __post_init__(self) -> None:
-        from agents.simulated import SimulatedLearnerConfig
+        from agents.sim.simulated import SimulatedLearnerConfig
 
         try:
             SimulatedLearnerConfig(**self.overrides)
@@ -64,7 +64,7 @@ class SimulatedLearners:
 
     def __call__(self, names: Sequence[str], num_external: int,
                  seed: np.random.SeedSequence) -> list:
-        from agents.simulated import simulated_swarm
+        from agents.sim.simulated import simulated_swarm
 
         overrides = {**self.overrides, "num_external": num_external}
         return list(simulated_swarm(names, seed=seed, **overrides).values())
@@ -92,11 +92,11 @@ class GRPOLearners:
 def describe(factory: AgentFactory) -> str:
     """A stable description of a factory and the defaults it builds with (for resume keys)."""
     if factory is simulated_learners:
-        from agents.simulated import SimulatedLearnerConfig
+        from agents.sim.simulated import SimulatedLearnerConfig
 
         return f"simulated_learners {SimulatedLearnerConfig()!r}"
     if isinstance(factory, SimulatedLearners):
-        from agents.simulated import SimulatedLearnerConfig
+        from agents.sim.simulated import SimulatedLearnerConfig
 
         return f"{factory!r} {SimulatedLearnerConfig(**factory.overrides)!r}"
     if isinstance(factory, GRPOLearners):

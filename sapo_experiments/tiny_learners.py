@@ -16,11 +16,11 @@ import numpy as np
 from sapo_experiments.allocator import keep_freed_memory
 
 CORRECTIONS = ("none", "tis", "ftis")
-"""``agents.off_policy.CORRECTIONS``, without importing torch to check a config."""
+"""``agents.lm.off_policy.CORRECTIONS``, without importing torch to check a config."""
 GATES = ("none", "graft")
-"""``agents.off_policy.GATES``, likewise."""
+"""``agents.lm.off_policy.GATES``, likewise."""
 FTIS_STATISTICS = ("sum", "mean")
-"""``agents.off_policy.FTIS_STATISTICS``, likewise."""
+"""``agents.lm.off_policy.FTIS_STATISTICS``, likewise."""
 
 OPERATORS = ("+", "-", "*", "/")
 """The operators of reasoning-gym's basic_arithmetic (``BasicArithmeticDatasetConfig.operators``,
@@ -109,7 +109,7 @@ class TinyLearners:
     off_policy_correction: str = "none"
     """``GRPOConfig.off_policy_correction`` of every node: ``"none"`` (ratio 1, the paper's
     and genrl's), ``"tis"`` or ``"ftis"`` (weights against the sender's log-probs, which
-    every node then sends: ``share_logprobs``); see ``agents.off_policy``."""
+    every node then sends: ``share_logprobs``); see ``agents.lm.off_policy``."""
 
     ftis_statistic: str = "sum"
     """``GRPOConfig.ftis_statistic`` of every node, with ``off_policy_correction="ftis"``:

@@ -1,4 +1,4 @@
-"""The clipped GRPO loss written out with floats, for tests to check agents/loss.py against."""
+"""The clipped GRPO loss written out with floats, for tests to check agents/lm/loss.py against."""
 
 from __future__ import annotations
 

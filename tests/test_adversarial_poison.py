@@ -1,4 +1,4 @@
-"""The poison attack (agents.adversarial) at odd L: the first ceil(L/2) completions of each
+"""The poison attack (agents.hostile.adversarial) at odd L: the first ceil(L/2) completions of each
 group are the right answer carrying the injected line, the rest the inner node's own, in place
 (the docstring's composition, where L // 2 and ceil(L / 2) differ)."""
 
@@ -8,8 +8,8 @@ import pytest
 
 import sapo_env
 from agents import DemonstratorAgent
-from agents.adversarial import AdversarialAgent
-from agents.injection import INJECTED_LINE, carries
+from agents.hostile.adversarial import AdversarialAgent
+from agents.sim.injection import INJECTED_LINE, carries
 from sapo_env.tasks import reference_answer, resolve
 
 ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_digits": 1,

@@ -58,7 +58,7 @@ def test_the_tiny_factory_and_warm_starts_set_it_in_their_process(monkeypatch):
 ROUNDS = textwrap.dedent("""
     import hashlib, sys
     import numpy as np, torch
-    from agents.grpo import GRPOAgent, GRPOConfig
+    from agents.lm.grpo import GRPOAgent, GRPOConfig
     from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer
     from agents.tiny.batched import batched_swarm
     from sapo_experiments.allocator import keep_freed_memory

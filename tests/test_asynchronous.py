@@ -14,7 +14,7 @@ import pytest
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent
-from agents.slow import SlowAgent
+from agents.wrappers.slow import SlowAgent
 from sapo_env.churn import PENDING
 from sapo_env.runtime import Callback, NodeFailure
 from sapo_env.runtime.agent_calls import ConcurrentAgent

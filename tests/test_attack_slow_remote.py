@@ -16,8 +16,8 @@ from conftest import ARITHMETIC
 
 import sapo_env
 import sapo_env.runtime
-from agents.remote_junk import JUNK, JUNK_METRICS, RemoteJunkNode, remote_junk_swarm
-from agents.simulated import simulated_swarm
+from agents.hostile.remote_junk import JUNK, JUNK_METRICS, RemoteJunkNode, remote_junk_swarm
+from agents.sim.simulated import simulated_swarm
 from sapo_env.defenses.packet_schema import receive
 from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, SLOW_COPIES, tamper
 from sapo_env.runtime.agent_calls import plain_metrics

@@ -11,9 +11,9 @@ from conftest import ARITHMETIC
 
 import sapo_env
 import sapo_env.runtime
-from agents import injection
-from agents.adversarial import AdversarialAgent, adversarial_swarm
-from agents.simulated import SimulatedLearnerConfig, simulated_swarm
+from agents.hostile.adversarial import AdversarialAgent, adversarial_swarm
+from agents.sim import injection
+from agents.sim.simulated import SimulatedLearnerConfig, simulated_swarm
 from sapo_env.defenses.packets import PacketVerifier
 from sapo_env.defenses.reputation import group_weights, source_reputation
 from sapo_env.defenses.transport_attacks import (
@@ -325,7 +325,7 @@ def test_poison_is_correct_and_carries_the_injected_line():
 
 
 def test_misleading_groups_are_honestly_scored_and_teach_the_careless_approach():
-    from agents.simulated_text import STRATEGY_INDEX, parse_completion
+    from agents.sim.simulated_text import STRATEGY_INDEX, parse_completion
 
     env, action, observations, rewards, infos = play_round("misleading")
     for group in action["completions"]:
@@ -434,8 +434,8 @@ def test_grpo_drops_external_completions_its_model_would_not_write(tok, one_torc
     torch = pytest.importorskip("torch")
     from tiny_lm import tiny_llama
 
-    from agents.grpo import GRPOAgent, GRPOConfig
-    from agents.received_logprob import completion_logprobs
+    from agents.lm.grpo import GRPOAgent, GRPOConfig
+    from agents.lm.received_logprob import completion_logprobs
 
     def peaked_agent(threshold):
         """A tiny model made confident, so its own samples are far likelier than noise."""
@@ -508,7 +508,7 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
     import hashlib
     import json
 
-    from agents.simulated import SimulatedLearnerConfig
+    from agents.sim.simulated import SimulatedLearnerConfig
     from sapo_env import __version__
     from sapo_experiments.attack import AttackConfig, RunSpec, attack
     from sapo_experiments.attack.config import CLEAN, DEFENSES

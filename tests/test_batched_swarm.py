@@ -11,7 +11,7 @@ from tiny_lm import tiny_llama  # noqa: E402
 
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
 from agents.tiny.grouped_llama import grouped_forward, stack_weights  # noqa: E402
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import sapo_experiments.reproduce as rp
-from agents.adversarial import AdversarialAgent
-from agents.churning import ChurningAgent
+from agents.hostile.adversarial import AdversarialAgent
+from agents.wrappers.churning import ChurningAgent
 from sapo_env import PAPER_TASKS
 from sapo_experiments import learners
 from sapo_experiments.bench_ratio import (

@@ -36,9 +36,9 @@ from agents import (
     RandomAgent,
     ScheduledRatio,
 )
-from agents.churning import ChurningAgent
-from agents.simulated import simulated_swarm
-from agents.slow import SlowAgent
+from agents.sim.simulated import simulated_swarm
+from agents.wrappers.churning import ChurningAgent
+from agents.wrappers.slow import SlowAgent
 from sapo_env.runtime import Checkpoint, plain_data
 from sapo_env.runtime import checkpoint as checkpoints
 

@@ -23,7 +23,7 @@ from agents import (
     SB3Ratio,
     ThompsonSampling,
 )
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
 from sapo_env.runtime import Checkpoint, plain_data
 from sapo_env.runtime import checkpoint as checkpoints
 from sapo_env.runtime.metrics import HeldOutEvaluator

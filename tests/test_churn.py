@@ -15,8 +15,8 @@ from pettingzoo.test import api_test, parallel_api_test
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent
-from agents.churning import ChurningAgent
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
+from agents.wrappers.churning import ChurningAgent
 from sapo_env.churn import LEAVE, OFFLINE
 from sapo_env.runtime import Checkpoint
 

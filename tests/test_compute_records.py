@@ -1,5 +1,5 @@
 """What a round cost, in every record: the GRPO learners' ``generated_tokens`` and
-``optimizer_steps`` learn metrics (agents.grpo, agents.tiny.batched), on tiny models built in
+``optimizer_steps`` learn metrics (agents.lm.grpo, agents.tiny.batched), on tiny models built in
 memory (CPU, offline, a few seconds); the runner's CPU seconds of act and learn per node-round
 (``History.act_cpu_seconds``, ``learn_cpu_seconds``) and their checkpoints."""
 
@@ -20,9 +20,9 @@ from tiny_lm import tiny_llama  # noqa: E402
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
 from agents import RandomAgent  # noqa: E402
-from agents.generation import sampled_token_count  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
-from agents.simulated import simulated_swarm  # noqa: E402
+from agents.lm.generation import sampled_token_count  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.sim.simulated import simulated_swarm  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
 from sapo_env import make_observation  # noqa: E402
 from sapo_env.churn import OFFLINE  # noqa: E402

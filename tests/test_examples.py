@@ -48,9 +48,9 @@ def test_cli_info_explains_both_protocols():
 @pytest.mark.parametrize("module", ["sapo_env.swarm", "sapo_env.runtime.runner",
                                     "sapo_env.scoring.answers", "sapo_env.rollouts",
                                     "sapo_env.runtime.metrics", "sapo_env", "sapo_env.runtime",
-                                    "sapo_env.extras", "agents.loss"])
+                                    "sapo_env.extras", "agents.lm.loss"])
 def test_docstring_examples(module):
-    if module.startswith("agents.loss"):
+    if module.startswith("agents.lm.loss"):
         pytest.importorskip("torch")
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
@@ -93,7 +93,7 @@ def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp
     ("train_meta_agent.py", "supersuit", ["--help"],
      "train_meta_agent.py needs supersuit: pip install 'sapo-env[meta]'"),
     ("served_swarm.py", "httpx2", ["--rounds", "1"],
-     "served_swarm.py: agents.served needs 'httpx2', which is not installed: "
+     "served_swarm.py: agents.serving.served needs 'httpx2', which is not installed: "
      "pip install 'sapo-env[served]'"),
 ])
 def test_an_example_without_its_extra_says_what_to_install(script, blocked, argv, expected):
@@ -110,7 +110,7 @@ def test_an_example_without_its_extra_says_what_to_install(script, blocked, argv
 def test_served_swarm_example_runs():
     """7 tiny learners and a served SmolLM2 on llama.cpp's server, 2 rounds of short answers
     (skipped without the server: make .venv/.served)."""
-    from agents.llama_server import missing
+    from agents.serving.llama_server import missing
 
     if missing():
         pytest.skip(f"no local llama.cpp server: {missing()}")

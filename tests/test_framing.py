@@ -9,7 +9,7 @@ import pytest
 from conftest import ARITHMETIC
 
 import sapo_env
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
 from sapo_env.defenses import transport_attacks
 from sapo_env.defenses.packet_schema import admit
 from sapo_env.defenses.transport_attacks import FRAMING_JUNK, tamper

@@ -7,10 +7,10 @@ import torch
 from peft import LoraConfig, get_peft_model
 from tiny_lm import tiny_llama
 
-from agents.generation import generate_completion_ids, left_padded, sampling_config
-from agents.grpo_config import GRPOConfig
-from agents.mixed_adapters import adapter_runs, per_row_adapters
-from agents.torch_rng import TorchRNG
+from agents.lm.generation import generate_completion_ids, left_padded, sampling_config
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.mixed_adapters import adapter_runs, per_row_adapters
+from agents.lm.torch_rng import TorchRNG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

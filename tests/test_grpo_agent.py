@@ -15,10 +15,10 @@ pytest.importorskip("peft")
 from hand_grpo import hand_loss  # noqa: E402
 from tiny_lm import bpe_tokenizer, tiny_llama  # noqa: E402
 
-from agents.generation import generate_completion_ids  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
-from agents.lora import lora_swarm  # noqa: E402
-from agents.models import load_model, resolve_device, resolve_dtype  # noqa: E402
+from agents.lm.generation import generate_completion_ids  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.lm.lora import lora_swarm  # noqa: E402
+from agents.lm.models import load_model, resolve_device, resolve_dtype  # noqa: E402
 from sapo_env import make_observation  # noqa: E402
 
 SYSTEM = "Answer in <answer> tags."
@@ -558,8 +558,8 @@ def test_smollm2_alias_loads_offline():
 
 
 def test_a_hand_built_group_missing_a_field_is_a_clear_error():
-    from agents.encoding import training_set
-    from agents.grpo_config import GRPOConfig
+    from agents.lm.encoding import training_set
+    from agents.lm.grpo_config import GRPOConfig
 
     group = {"id": "g0", "question": "1 + 1?", "completions": ["2"], "advantages": [1.0]}
     with pytest.raises(ValueError, match=r"group 'g0' has no \['system_prompt'\]"):

@@ -1,4 +1,4 @@
-"""The GRPO loss against hand computations (agents/loss.py)."""
+"""The GRPO loss against hand computations (agents/lm/loss.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from hand_grpo import hand_token_losses  # noqa: E402
 
-from agents.loss import grpo_loss, token_logprobs  # noqa: E402
+from agents.lm.loss import grpo_loss, token_logprobs  # noqa: E402
 
 # tiny models on a shared 2-core machine: see one_torch_thread in conftest.py
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -25,7 +25,7 @@ from test_checkpoints import (
 )
 
 from agents import EXP3
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
 from sapo_env.runtime import Checkpoint, plain_data
 from sapo_env.runtime import checkpoint as checkpoints
 

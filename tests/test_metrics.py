@@ -165,7 +165,7 @@ def test_a_node_that_sits_out_or_has_left_scores_nan_in_held_out(tmp_path):
     """An offline node's act returns None, a node that has left returns {"leave": True}: the
     evaluation records NaN for it instead of raising (TypeError/KeyError before)."""
     from agents import DemonstratorAgent
-    from agents.churning import ChurningAgent
+    from agents.wrappers.churning import ChurningAgent
     from sapo_env.runtime.tensorboard import TensorBoardCallback
 
     env = sapo_env.parallel_env(n=3, max_rounds=4)
@@ -185,7 +185,7 @@ def test_a_node_that_sits_out_or_has_left_scores_nan_in_held_out(tmp_path):
 
 
 def test_held_out_evaluation_does_not_change_a_simulated_run():
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     def rewards(callbacks):
         env = sapo_env.parallel_env(n=2, max_rounds=6)

@@ -14,8 +14,8 @@ import pytest
 from conftest import ARITHMETIC
 
 import sapo_env
-from agents.adversarial import SLOW_ANSWERS, AdversarialAgent
-from agents.simulated import simulated_swarm
+from agents.hostile.adversarial import SLOW_ANSWERS, AdversarialAgent
+from agents.sim.simulated import simulated_swarm
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM
 from sapo_env.defenses.packet_schema import parse_packet, receive
 from sapo_env.defenses.packets import PacketVerifier, question_key

@@ -45,7 +45,7 @@ def test_version(capsys):
 def test_missing_torch_names_the_extra(monkeypatch, name):
     """A core-only install, simulated: importing torch fails, as it would if absent."""
     monkeypatch.setitem(sys.modules, "torch", None)
-    for module in ("agents.grpo", "agents.lora"):  # forget them so the import runs again
+    for module in ("agents.lm.grpo", "agents.lm.lora"):  # forget them so the import runs again
         monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(ImportError) as error:  # what callers with optional agents catch
         exec(f"from agents import {name}", {})
@@ -58,11 +58,11 @@ def test_missing_torch_names_the_extra(monkeypatch, name):
 def test_other_import_errors_are_not_rewritten(monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    monkeypatch.setitem(sys.modules, "agents.generation", None)  # a broken install of ours
-    monkeypatch.delitem(sys.modules, "agents.grpo", raising=False)
+    monkeypatch.setitem(sys.modules, "agents.lm.generation", None)  # a broken install of ours
+    monkeypatch.delitem(sys.modules, "agents.lm.grpo", raising=False)
     with pytest.raises(ModuleNotFoundError) as error:
         from agents import GRPOAgent  # noqa: F401
-    assert error.value.name == "agents.generation"
+    assert error.value.name == "agents.lm.generation"
     assert "sapo-env[lm]" not in str(error.value)
 
 

@@ -1,5 +1,5 @@
-"""Off-policy corrections of external groups (agents.off_policy): the pure functions on numbers
-worked by hand, which rows get the sender's log-probs (agents.encoding), and two tiny GRPO nodes
+"""Off-policy corrections of external groups (agents.lm.off_policy): the pure functions on numbers
+worked by hand, which rows get the sender's log-probs (agents.lm.encoding), and two tiny GRPO nodes
 where the receiver weighs the sender's completions by them."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from tiny_lm import tiny_llama  # noqa: E402
 
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
-from agents.encoding import training_set  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
-from agents.loss import grpo_loss  # noqa: E402
-from agents.off_policy import (  # noqa: E402
+from agents.lm.encoding import training_set  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.lm.loss import grpo_loss  # noqa: E402
+from agents.lm.off_policy import (  # noqa: E402
     correction_weights,
     ftis_keep,
     graft_gate,

@@ -5,6 +5,7 @@ names the closest one."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import re
 import sys
@@ -47,14 +48,34 @@ def test_require_names_the_extra_and_lets_other_errors_through(monkeypatch):
         missing_extra("numpy", "x")
 
 
+@pytest.mark.parametrize("module, extra, require_it", [
+    ("wandb", "wandb", "sapo_env.runtime.wandb_logger:require_wandb"),
+    ("datasets", "data", "sapo_env.runtime.pool_dataset:require_datasets"),
+    ("httpx2", "served", "agents:ServedAgent"),
+])
+def test_the_optional_packages_of_loggers_datasets_and_agents_name_their_extra(
+        monkeypatch, module, extra, require_it):
+    path, _, name = require_it.partition(":")
+    owner = importlib.import_module(path)
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    serving = importlib.import_module("agents.serving")
+    for loaded in ("served", "served_http"):  # imported again, as on a first use
+        monkeypatch.delitem(sys.modules, f"agents.serving.{loaded}", raising=False)
+        monkeypatch.delattr(serving, loaded, raising=False)
+    with pytest.raises(ModuleNotFoundError) as error:
+        getattr(owner, name)()
+    assert error.value.name == module and one_line(error.value, extra)
+
+
 def test_remote_nodes_without_ray_name_the_extra(monkeypatch):
-    from agents.remote import remote, remote_joint
+    from agents.wrappers.remote import remote, remote_joint
 
     monkeypatch.setitem(sys.modules, "ray", None)
     for build in (lambda: remote(dict), lambda: remote_joint(dict)):
         with pytest.raises(ModuleNotFoundError) as error:
             build()
-        assert one_line(error.value, "ray").startswith("agents.remote (nodes in Ray actors)")
+        assert one_line(error.value, "ray").startswith(
+            "agents.wrappers.remote (nodes in Ray actors)")
 
 
 def test_ray_scoring_and_a_saved_ppo_policy_name_their_extras(monkeypatch):

@@ -1,6 +1,7 @@
 """The pool as a dataset: each packet's fate (``SwarmEnv.last_packets``), the
-Parquet recorder (``sapo_env.runtime.pool_dataset``) and the replay node (``agents.replay``):
-a run written, read back with ``datasets`` and replayed gives the same pool and rewards."""
+Parquet recorder (``sapo_env.runtime.pool_dataset``) and the replay node
+(``agents.scripted.replay``): a run written, read back with ``datasets`` and replayed gives the same
+pool and rewards."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from conftest import ARITHMETIC
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent
-from agents.replay import ReplayAgent
+from agents.scripted.replay import ReplayAgent
 from sapo_env.defenses.publication import RAW_CHARS, safe_repr
 
 NEEDS_DATASETS = "the pool dataset needs the 'data' extra: pip install 'sapo-env[data]'"

@@ -10,7 +10,7 @@ import json
 import pytest
 from test_pool_dataset import NEEDS_DATASETS, demonstrators, record
 
-from agents.replay import ReplayAgent
+from agents.scripted.replay import ReplayAgent
 
 pytest.importorskip("datasets", reason=NEEDS_DATASETS)
 import pyarrow as pa  # noqa: E402 (with datasets, always)

@@ -113,10 +113,10 @@ def test_a_truncated_message_reads_as_the_end_of_the_stream(message):
 def test_from_a_thread_every_slow_answer_costs_a_node_at_most_its_budget(task):
     """The tasks whose scorers ran for 75-89 s on 64 hostile answers (or timed out) before
     the budget: from a worker thread, each completion of the hostile node is one of the
-    answers built to be slow to score (``agents.adversarial.SLOW_ANSWERS``); the step returns
-    (the test's own time shows it: seconds, not minutes), the hostile node earns nothing,
+    answers built to be slow to score (``agents.hostile.adversarial.SLOW_ANSWERS``); the step
+    returns (the test's own time shows it: seconds, not minutes), the hostile node earns nothing,
     and the honest node's completions are all scored."""
-    from agents.adversarial import SLOW_ANSWERS
+    from agents.hostile.adversarial import SLOW_ANSWERS
 
     env = sapo_env.parallel_env(n=2, tasks=[[task, 1.0, {}]], node_score_budget=1.0,
                                 score_time_limit=0.25)

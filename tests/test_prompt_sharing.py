@@ -15,8 +15,8 @@ pytest.importorskip("transformers")
 from test_batched_swarm import CONFIG, env_of, nodes  # noqa: E402
 from tiny_lm import tiny_llama  # noqa: E402
 
-from agents.encoding import Row  # noqa: E402
-from agents.loss import token_logprobs  # noqa: E402
+from agents.lm.encoding import Row  # noqa: E402
+from agents.lm.loss import token_logprobs  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
 from agents.tiny.fast_kernels import fast_weights  # noqa: E402

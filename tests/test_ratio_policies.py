@@ -395,7 +395,7 @@ class Recorder:
 
 
 def test_run_with_ratio_policies_on_a_simulated_swarm():
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=3, max_rounds=20)
     ucb, exp3, pool = DiscountedUCB(), EXP3(seed=1), PoolQuality()

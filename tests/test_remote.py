@@ -1,6 +1,6 @@
-"""Nodes in Ray actors (agents.remote): a synchronous run on ray.init(num_cpus=2) is exactly the
-in-process run for the same seed, with simulated learners and with tiny language models; the
-runner starts every remote call before waiting; dead and slow nodes; Ray's processes and files
+"""Nodes in Ray actors (agents.wrappers.remote): a synchronous run on ray.init(num_cpus=2) is
+exactly the in-process run for the same seed, with simulated learners and with tiny language models;
+the runner starts every remote call before waiting; dead and slow nodes; Ray's processes and files
 are gone after (``local_ray`` is conftest.py's)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent
-from agents.simulated import SimulatedLearner, SimulatedLearnerConfig
+from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig
 from sapo_env.runtime.agent_calls import ConcurrentAgent
 
 ray = pytest.importorskip("ray")
@@ -33,7 +33,7 @@ def simulated_factories(names, seed):
 
 
 def test_a_remote_simulated_swarm_runs_exactly_as_in_process(local_ray):
-    from agents.remote import remote_swarm
+    from agents.wrappers.remote import remote_swarm
 
     env = sapo_env.parallel_env(n=4, max_rounds=25)
     # fresh factories for each run: a SeedSequence counts the children spawned from it
@@ -54,7 +54,7 @@ def test_a_remote_simulated_swarm_runs_exactly_as_in_process(local_ray):
 
 def test_ratio_policies_steer_remote_nodes_as_in_process_ones(local_ray):
     from agents import DiscountedUCB, PoolQuality
-    from agents.remote import remote_swarm
+    from agents.wrappers.remote import remote_swarm
 
     def play(nodes):
         policies = {"node_0": DiscountedUCB(), "node_2": PoolQuality()}
@@ -87,7 +87,7 @@ def tiny_grpo_agent(seed):
 
 def test_remote_language_model_nodes_run_exactly_as_in_process(local_ray):
     pytest.importorskip("torch")
-    from agents.remote import remote
+    from agents.wrappers.remote import remote
 
     def swarm(make):
         env = sapo_env.parallel_env(n=2, max_rounds=2, completions_per_question=2,
@@ -141,7 +141,7 @@ def meetings(folder, nodes, rounds):
 
 
 def test_the_runner_starts_every_remote_call_before_waiting(local_ray, tmp_path):
-    from agents.remote import remote
+    from agents.wrappers.remote import remote
 
     env = sapo_env.parallel_env(n=2, max_rounds=2)
     partners = {"node_0": "node_1", "node_1": "node_0"}
@@ -152,7 +152,7 @@ def test_the_runner_starts_every_remote_call_before_waiting(local_ray, tmp_path)
 
 
 def test_remote_needs_ray_started_and_a_factory():
-    from agents.remote import remote
+    from agents.wrappers.remote import remote
 
     if not ray.is_initialized():
         with pytest.raises(RuntimeError, match="ray.init"):
@@ -168,7 +168,7 @@ def tiny_lora_swarm():
     from tiny_lm import char_tokenizer, tiny_llama
 
     from agents import GRPOConfig
-    from agents.lora import lora_swarm
+    from agents.lm.lora import lora_swarm
 
     torch.set_num_threads(1)
     tok = char_tokenizer()
@@ -178,7 +178,7 @@ def tiny_lora_swarm():
 
 def test_a_lora_swarm_in_one_actor_runs_exactly_as_in_process(local_ray):
     pytest.importorskip("peft")
-    from agents.remote import RemoteMember, remote_joint
+    from agents.wrappers.remote import RemoteMember, remote_joint
 
     def run(nodes):
         env = sapo_env.parallel_env(n=2, max_rounds=2, completions_per_question=2,
@@ -261,7 +261,7 @@ class KillAt(sapo_env.runtime.Callback):
 
 @pytest.mark.parametrize("deadline", [None, 10.0])
 def test_a_node_whose_actor_dies_leaves_the_swarm_and_the_run_goes_on(local_ray, deadline):
-    from agents.remote import remote_swarm
+    from agents.wrappers.remote import remote_swarm
 
     env = sapo_env.parallel_env(n=3, max_rounds=6)
     nodes = remote_swarm({a: partial(DemonstratorAgent, accuracy=0.5, seed=i)
@@ -275,8 +275,8 @@ def test_a_node_whose_actor_dies_leaves_the_swarm_and_the_run_goes_on(local_ray,
 
 
 def test_a_slow_remote_node_misses_deadlines_and_plays_late(local_ray):
-    from agents.remote import remote_swarm
-    from agents.slow import SlowAgent
+    from agents.wrappers.remote import remote_swarm
+    from agents.wrappers.slow import SlowAgent
 
     def node(i):
         return SlowAgent(DemonstratorAgent(accuracy=0.5, seed=i), act_seconds=5.0 if i == 2
@@ -316,7 +316,7 @@ def test_the_async_example_runs_and_writes_its_results(local_ray, tmp_path):
 
 
 def test_nodes_packed_into_actors_run_exactly_as_in_process(local_ray):
-    from agents.remote import RemoteMember, remote_swarm
+    from agents.wrappers.remote import RemoteMember, remote_swarm
 
     env = sapo_env.parallel_env(n=4, max_rounds=20)
     here = sapo_env.runtime.run(env, {a: f() for a, f in simulated_factories(env.possible_agents, 1)
@@ -343,7 +343,7 @@ def meeting_pair(first, folder):
 
 
 def test_joint_actors_work_at_the_same_time(local_ray, tmp_path):
-    from agents.remote import remote_joint
+    from agents.wrappers.remote import remote_joint
 
     env = sapo_env.parallel_env(n=4, max_rounds=1)
     nodes = {**remote_joint(partial(meeting_pair, 0, tmp_path)),
@@ -412,7 +412,7 @@ def test_a_joint_actor_that_dies_takes_its_nodes_out_and_the_run_goes_on(local_r
     nodes learn from round 1, so their update is lost): in round 2 both its nodes leave the
     swarm (``{"leave": True}``, logged once), they are gone from then on, and the other nodes
     play every round, synchronously or with a deadline."""
-    from agents.remote import remote, remote_joint
+    from agents.wrappers.remote import remote, remote_joint
 
     dies = how == "dies_learning"
     nodes = {**remote_joint(partial(demonstrator_pair, 0, 2 if dies else None), num_cpus=0.5),

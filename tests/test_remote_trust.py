@@ -261,7 +261,7 @@ def _smugglers(marker):
 def test_a_ray_nodes_pickle_payload_never_runs_in_the_driver(local_ray, tmp_path, caplog):
     import ray
 
-    from agents.remote import RemoteError, remote, remote_joint
+    from agents.wrappers.remote import RemoteError, remote, remote_joint
 
     marker = tmp_path / "ran"
     env = sapo_env.parallel_env(n=3, max_rounds=4)

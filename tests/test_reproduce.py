@@ -425,7 +425,7 @@ def test_tiny_swarm_of_mixed_widths_batches_each_width_and_reports_each_kind(
         TinyLearners(hidden_sizes=(32, 64))
     with pytest.raises(ValueError, match="distinct multiples of 32"):
         TinyLearners(hidden_sizes=(48,), common_base=True)
-    from agents.off_policy import CORRECTIONS
+    from agents.lm.off_policy import CORRECTIONS
     from sapo_experiments import learners
 
     assert learners.CORRECTIONS == CORRECTIONS
@@ -490,7 +490,7 @@ def test_tiny_rescue_and_the_compute_controls_run_through_the_sweep(
     node-round's all-fail groups, complementarity and rescued groups; '4/0' answers 4
     questions; '8/0 16 completions' generates twice 8/0's completions."""
     pytest.importorskip("torch")
-    from agents.off_policy import FTIS_STATISTICS, GATES
+    from agents.lm.off_policy import FTIS_STATISTICS, GATES
     from sapo_experiments import learners
 
     assert (learners.GATES, learners.FTIS_STATISTICS) == (GATES, FTIS_STATISTICS)

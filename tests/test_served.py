@@ -1,4 +1,4 @@
-"""ServedAgent (agents.served): a node backed by an OpenAI-compatible server.
+"""ServedAgent (agents.serving.served): a node backed by an OpenAI-compatible server.
 
 Two kinds of server: a real llama-cpp-python server on the offline SmolLM2 GGUF, started by
 the slow tests (skipped where llama_cpp, its server extra or the GGUF is missing), and a small
@@ -25,8 +25,8 @@ pytest.importorskip("httpx2", reason="the served extra is not installed: "
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
 from agents import DemonstratorAgent  # noqa: E402
-from agents.llama_server import LocalServer, free_port, missing, smollm2_gguf  # noqa: E402
-from agents.served import (  # noqa: E402
+from agents.serving.llama_server import LocalServer, free_port, missing, smollm2_gguf  # noqa: E402
+from agents.serving.served import (  # noqa: E402
     COUNTS,
     ServedAgent,
     ServedConfig,
@@ -90,12 +90,12 @@ def canned():
         server.close()
 
 
-def observation(questions=2, G=4, system="Answer in <answer> tags."):
+def observation(questions=2, L=4, system="Answer in <answer> tags."):
     qs = tuple({"id": f"basic_arithmetic/0/{k}", "task": "basic_arithmetic",
                 "prompt": f"{k} + 1 = ?", "ref": {"task": "basic_arithmetic", "config": {},
                                                   "seed": 0, "index": k}}
                for k in range(questions))
-    return make_observation(round=0, system_prompt=system, completions_per_question=G,
+    return make_observation(round=0, system_prompt=system, completions_per_question=L,
                             train_budget=8, num_external=4, questions=qs)
 
 
@@ -146,7 +146,7 @@ def test_malformed_answers_cost_only_their_completions(canned):
                     (422, b'{"error": "prompt too long"}')])
     server = canned(lambda request: next(answers))
     node = agent(server.url, n_mode="n", max_concurrent_requests=1, max_completion_chars=20)
-    action = node.act(observation(questions=4, G=3))
+    action = node.act(observation(questions=4, L=3))
     assert action["completions"] == (("", "", ""), ("ok", "", "x" * 20), ("", "", ""),
                                      ("", "", ""))
     assert node.learn(()) == {"requests": 4, "failed_requests": 2, "malformed": 4,
@@ -159,20 +159,20 @@ def test_a_server_that_ignores_n_is_asked_once_per_completion(canned):
     completions, each with its own seed, and from then on asks for one at a time."""
     server = canned(lambda request: (200, body(f"seed {request['seed']}")))
     node = agent(server.url)
-    first = node.act(observation(questions=2, G=4))
+    first = node.act(observation(questions=2, L=4))
     assert [r["n"] for _, r in server.requests] == [4, 4] + [1] * 6
     assert node.server_ignores_n and node.learn(())["missing"] == 0
     for group in first["completions"]:
         assert len(set(group)) == 4  # four requests, four seeds
     server.requests.clear()
-    node.act(observation(questions=2, G=4))
+    node.act(observation(questions=2, L=4))
     assert [r["n"] for _, r in server.requests] == [1] * 8
 
 
 def test_n_mode_n_trusts_the_server_and_counts_what_is_missing(canned):
     server = canned(lambda request: (200, body("only one")))
     node = agent(server.url, n_mode="n")
-    action = node.act(observation(questions=1, G=4))
+    action = node.act(observation(questions=1, L=4))
     assert action["completions"] == (("only one", "", "", ""),) and len(server.requests) == 1
     assert node.learn(())["missing"] == 3 and not node.server_ignores_n
 
@@ -180,7 +180,7 @@ def test_n_mode_n_trusts_the_server_and_counts_what_is_missing(canned):
 def test_requests_carry_the_chat_messages_and_sampling_and_seeds_repeat(canned):
     server = canned(lambda request: (200, body(*["a"] * request["n"])))
     node = agent(server.url, temperature=0.7, max_tokens=33)
-    node.act(observation(questions=1, G=2, system="SYS"))
+    node.act(observation(questions=1, L=2, system="SYS"))
     (path, request), = server.requests
     assert path == "/v1/chat/completions"
     assert request["messages"] == [{"role": "system", "content": "SYS"},
@@ -188,9 +188,9 @@ def test_requests_carry_the_chat_messages_and_sampling_and_seeds_repeat(canned):
     assert (request["model"], request["n"], request["temperature"],
             request["max_tokens"]) == ("m", 2, 0.7, 33)
     again = agent(server.url, temperature=0.7, max_tokens=33)
-    again.act(observation(questions=1, G=2, system="SYS"))
+    again.act(observation(questions=1, L=2, system="SYS"))
     assert server.requests[1][1]["seed"] == request["seed"]  # same agent seed, same requests
-    node.act(observation(questions=1, G=2, system=""))
+    node.act(observation(questions=1, L=2, system=""))
     assert server.requests[2][1]["messages"] == [{"role": "user", "content": "0 + 1 = ?"}]
 
 
@@ -232,23 +232,23 @@ def test_lora_hot_swap_hook(canned):
         return {"adapter_loads": 1.0}
 
     node = ServedAgent(server.url, "base", ServedConfig(max_retries=0), on_learn=on_learn)
-    node.act(observation(questions=1, G=2))
+    node.act(observation(questions=1, L=2))
     assert node.learn([{}] * 3)["adapter_loads"] == 1.0
     assert server.requests[1] == ("/v1/load_lora_adapter", {
         "lora_name": "r3", "lora_path": "/adapters/r", "load_inplace": True})
-    node.act(observation(questions=1, G=2))
+    node.act(observation(questions=1, L=2))
     assert server.requests[2][1]["model"] == "r3"
 
 
 def test_state_round_trips_the_generator_and_what_it_learnt(canned):
     server = canned(lambda request: (200, body("x")))
     node = agent(server.url)
-    node.act(observation(questions=1, G=2))
+    node.act(observation(questions=1, L=2))
     twin = agent(server.url)
     twin.load_state_dict(node.state_dict())
     assert twin.server_ignores_n
-    node.act(observation(questions=1, G=2))
-    twin.act(observation(questions=1, G=2))
+    node.act(observation(questions=1, L=2))
+    twin.act(observation(questions=1, L=2))
     seeds = [request["seed"] for _, request in server.requests[-4:]]
     assert [request["n"] for _, request in server.requests[-4:]] == [1] * 4
     # the same two seeds (their requests run at once, so they arrive in either order)
@@ -291,7 +291,7 @@ def test_a_served_node_plays_rounds_against_llama_cpp(llama_server):
     # later rounds ask 3 x n=1 for each
     assert [c["requests"] for c in counts] == [2 + 2 * 2, 2 * 3, 2 * 3]
     assert all(c["failed_requests"] == c["malformed"] == c["missing"] == 0 for c in counts)
-    for record in actions.records:  # SmolLM2's text: strings, G per question, not all blank
+    for record in actions.records:  # SmolLM2's text: strings, L per question, not all blank
         for group in record.actions["node_0"]["completions"]:
             assert len(group) == 3 and any(text.strip() for text in group)
     assert record.rewards["node_0"] >= 0.0

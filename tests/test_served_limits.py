@@ -1,8 +1,8 @@
-"""What a hostile server can cost a served node (agents.served, agents.served_http): each try
-of a request ends by its deadline, connect to last byte, and the node's whole act by the
-round's; a reply is decoded no further than its cap; ``Retry-After`` never waits past the
-round's deadline; redirects are not followed; a refusal removes the node, or stops the run
-when asked to.
+"""What a hostile server can cost a served node (agents.serving.served,
+agents.serving.served_http): each try of a request ends by its deadline, connect to last byte, and
+the node's whole act by the round's; a reply is decoded no further than its cap; ``Retry-After``
+never waits past the round's deadline; redirects are not followed; a refusal removes the node, or
+stops the run when asked to.
 
 Two kinds of fake server: a socket server that drips a reply a byte at a time (it counts the
 bytes it got out before the node hung up), and ``httpx2.MockTransport`` for replies that need
@@ -27,8 +27,9 @@ httpx2 = pytest.importorskip("httpx2", reason="the served extra is not installed
 
 import sapo_env  # noqa: E402
 import sapo_env.runtime  # noqa: E402
-from agents import DemonstratorAgent, served_http  # noqa: E402
-from agents.served import (  # noqa: E402
+from agents import DemonstratorAgent  # noqa: E402
+from agents.serving import served_http  # noqa: E402
+from agents.serving.served import (  # noqa: E402
     NodeRefused,
     ServedAgent,
     ServedConfig,
@@ -85,12 +86,12 @@ def drip():
     server.close()
 
 
-def observation(questions=2, G=2):
+def observation(questions=2, L=2):
     qs = tuple({"id": f"basic_arithmetic/0/{k}", "task": "basic_arithmetic",
                 "prompt": f"{k} + 1 = ?", "ref": {"task": "basic_arithmetic", "config": {},
                                                   "seed": 0, "index": k}}
                for k in range(questions))
-    return make_observation(round=0, system_prompt="", completions_per_question=G,
+    return make_observation(round=0, system_prompt="", completions_per_question=L,
                             train_budget=8, num_external=4, questions=qs)
 
 
@@ -228,7 +229,7 @@ def test_a_reply_that_goes_on_is_not_read_past_the_cap():
 
 
 def test_the_derived_cap_holds_what_a_legal_reply_can_be():
-    """G completions of max_tokens tokens of escaped emoji (12 JSON bytes a token) fit."""
+    """L completions of max_tokens tokens of escaped emoji (12 JSON bytes a token) fit."""
     config = ServedConfig(max_tokens=64)
     legal = json.dumps({"choices": [{"message": {"content": "\U0001f600" * 64}}] * 8})
     assert len(legal) <= config.reply_cap(8) and config.reply_cap(8) < 1_000_000
@@ -334,8 +335,8 @@ def test_an_encoding_not_offered_or_broken_reads_as_malformed():
     assert node.learn(())["malformed"] == 4
 
 
-@pytest.mark.parametrize("module", ["agents.served", "agents.served_config",
-                                    "agents.served_http"])
+@pytest.mark.parametrize("module", ["agents.serving.served", "agents.serving.served_config",
+                                    "agents.serving.served_http"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from agents.simulated import (
+from agents.sim.simulated import (
     FORMATS,
     STRATEGIES,
     SimulatedLearner,

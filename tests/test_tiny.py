@@ -18,7 +18,7 @@ from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import sapo_env  # noqa: E402
-from agents.generation import chat_prompt_ids  # noqa: E402
+from agents.lm.generation import chat_prompt_ids  # noqa: E402
 from agents.tiny import questions  # noqa: E402
 from agents.tiny.config import SPECIALIST_TASKS, TinyModelConfig, WarmStartConfig  # noqa: E402
 from agents.tiny.model import parameter_count, tiny_model  # noqa: E402
@@ -212,7 +212,7 @@ def test_warm_start_questions_use_seeds_no_swarm_reads():
 
 
 def test_supervised_example_is_what_grpo_re_encodes(tok):
-    from agents.encoding import encode_group
+    from agents.lm.encoding import encode_group
 
     drawn = questions.evaluation_questions(ARITHMETIC, 1)[0]
     example = questions.supervised_example(tok, drawn)

@@ -29,10 +29,10 @@ pytest.importorskip("transformers")
 from test_batched_swarm import padded  # noqa: E402
 from tiny_lm import char_tokenizer, tiny_llama  # noqa: E402
 
-from agents.encoding import Row  # noqa: E402
-from agents.grpo import GRPOAgent, GRPOConfig  # noqa: E402
-from agents.loss import token_logprobs  # noqa: E402
-from agents.models import autocast  # noqa: E402
+from agents.lm.encoding import Row  # noqa: E402
+from agents.lm.grpo import GRPOAgent, GRPOConfig  # noqa: E402
+from agents.lm.loss import token_logprobs  # noqa: E402
+from agents.lm.models import autocast  # noqa: E402
 from agents.tiny import TinyModelConfig, tiny_model, tiny_tokenizer  # noqa: E402
 from agents.tiny.batched import batched_swarm  # noqa: E402
 from agents.tiny.decoder_layers import (  # noqa: E402

@@ -41,7 +41,7 @@ Randomness comes only from ``np.random.default_rng(seed)``: same seed, same choi
 Example::
 
     >>> import sapo_env.runtime
-    >>> from agents.simulated import simulated_swarm
+    >>> from agents.sim.simulated import simulated_swarm
     >>> env = sapo_env.parallel_env(n=2, max_rounds=4)
     >>> policies = {"node_0": ThompsonSampling(arms=(2, 4, 6), seed=0),
     ...             "node_1": DiscountedUCB(arms=(2, 4, 6))}

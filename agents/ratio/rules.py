@@ -23,7 +23,7 @@ has learned, as plain data, for checkpoints.
 Example (the paper's 4/4 for one node, an adaptive rule for another)::
 
     >>> import sapo_env.runtime
-    >>> from agents.simulated import simulated_swarm
+    >>> from agents.sim.simulated import simulated_swarm
     >>> env = sapo_env.parallel_env(n=2, max_rounds=3)
     >>> policies = {"node_0": FixedRatio(4), "node_1": PoolQuality()}
     >>> history = sapo_env.runtime.run(env, simulated_swarm(env.possible_agents, seed=0), seed=0,

@@ -1,6 +1,6 @@
 """A swarm of small GRPO nodes acting and learning in one vectorised call per round.
 
-``batched_swarm(agents)`` takes :class:`~agents.grpo.GRPOAgent` objects whose models share one
+``batched_swarm(agents)`` takes :class:`~agents.lm.grpo.GRPOAgent` objects whose models share one
 Llama configuration (tiny models: :mod:`agents.tiny`) and makes them act and learn together:
 their weights are stacked on a node axis and every forward pass of a round, generation and
 training alike, runs once for all of them (:mod:`agents.tiny.grouped_llama`). A node of eight
@@ -8,7 +8,7 @@ costs about what one node costs, where node by node each paid the full Python an
 overhead of a model this small (BENCHMARKS.md, "Batched tiny swarm").
 
 Nothing else changes: each agent keeps its own model, optimizer and random stream, and its
-update is :class:`agents.grpo_update.GRPOUpdate`, the one ``GRPOAgent.learn`` runs. The
+update is :class:`agents.lm.grpo_update.GRPOUpdate`, the one ``GRPOAgent.learn`` runs. The
 result is the node-by-node result (tested: the same completions, and weights equal to float
 rounding after learning), so a swarm can be switched between the two freely.
 
@@ -57,11 +57,11 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from agents.generation import base_model, left_padded
-from agents.grpo_update import GRPOUpdate
-from agents.lora import members_by_name
-from agents.loss import token_logprobs
-from agents.models import autocast
+from agents.lm.generation import base_model, left_padded
+from agents.lm.grpo_update import GRPOUpdate
+from agents.lm.lora import members_by_name
+from agents.lm.loss import token_logprobs
+from agents.lm.models import autocast
 from agents.tiny.fast_kernels import fast_weights
 from agents.tiny.grouped_llama import (
     GroupedCache,

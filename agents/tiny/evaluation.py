@@ -2,7 +2,7 @@
 
 ``sampled_accuracy(model, tokenizer, questions, max_new_tokens=..., seed=...)`` samples one
 completion per question at temperature 1 with at most ``max_new_tokens`` new tokens, under an
-empty system prompt (``agents.generation``, as ``GRPOAgent.act`` does), decodes it without
+empty system prompt (``agents.lm.generation``, as ``GRPOAgent.act`` does), decodes it without
 special tokens and scores it with the env's own verifier
 (``sapo_env.tasks.score_completions``: the last ``<answer>`` tag, reasoning-gym's scorer, the
 env's limits). The accuracy of a task is the mean score, partial credit included: what the
@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.generation import chat_prompt_ids, eos_token_ids, generate_completion_ids
-from agents.grpo_config import GRPOConfig
-from agents.torch_rng import TorchRNG
+from agents.lm.generation import chat_prompt_ids, eos_token_ids, generate_completion_ids
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.torch_rng import TorchRNG
 from sapo_env.scoring.answers import extract_tag
 from sapo_env.tasks import DrawnQuestion, score_completions
 

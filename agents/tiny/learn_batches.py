@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from agents.encoding import by_length
-from agents.grpo_update import GRPOUpdate
+from agents.lm.encoding import by_length
+from agents.lm.grpo_update import GRPOUpdate
 from agents.tiny.fast_kernels import fast_weights
 from agents.tiny.grouped_llama import grouped_forward, grouped_prefix_forward
 
@@ -39,7 +39,7 @@ class CopiedPromptBatch:
     tens of tokens against a dozen completion tokens), so each node's distinct prompts are
     forwarded once (``(N, G, P)``, left-padded) and every completion row continues from its
     prompt's cached keys and values (``(N, R, C)``, right-padded). Rows are in the order of
-    the node's micro-batch (:func:`agents.encoding.by_length`), so node ``i``'s logits for its
+    the node's micro-batch (:func:`agents.lm.encoding.by_length`), so node ``i``'s logits for its
     completion tokens are ``completion_logits(...)[i, :S_i, :C_i]``. The same arithmetic as
     forwarding every row whole; the gradient of a shared prompt gathers from all its rows."""
 
@@ -99,7 +99,7 @@ class CopiedPromptBatch:
 
 def distinct_prompts(update: GRPOUpdate) -> tuple[list[list[int]], list[tuple[int, list[int]]]]:
     """A node's distinct prompts, and its rows in micro-batch order
-    (:func:`agents.encoding.by_length`) as (index of the row's prompt, completion)."""
+    (:func:`agents.lm.encoding.by_length`) as (index of the row's prompt, completion)."""
     prompts: dict[tuple[int, ...], int] = {}
     rows = [(prompts.setdefault(tuple(r.prompt), len(prompts)), r.completion)
             for r in by_length(update.data.rows)]

@@ -4,7 +4,7 @@
 :class:`TinyModelConfig`'s shape (defaults: hidden 128, 4 layers, 0.87M parameters with the
 122-token :func:`~agents.tiny.tokenizer.tiny_tokenizer`), sized to the tokenizer and with its
 pad and EOS ids. Weights are drawn with a private torch generator seeded from ``seed`` through a
-``numpy.random.SeedSequence`` (:class:`agents.torch_rng.TorchRNG`): the same seed gives the
+``numpy.random.SeedSequence`` (:class:`agents.lm.torch_rng.TorchRNG`): the same seed gives the
 same weights, and the caller's global torch random state is left as it was.
 
 The configuration is a plain Llama (RMSNorm, rotary embeddings with the default theta,
@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
+from agents.lm.torch_rng import TorchRNG
 from agents.tiny.config import TinyModelConfig
-from agents.torch_rng import TorchRNG
 
 __all__ = ["TinyModelConfig", "llama_config", "parameter_count", "tiny_model"]
 

@@ -16,7 +16,7 @@ node has never seen a question of any swarm run or held-out set:
   repeat the same questions, never evaluation ones). Seeds stay below 2**63 (int64).
 
 Supervised examples. A question becomes the prompt a ``GRPOAgent`` builds under an empty system
-prompt (``agents.generation.chat_prompt_ids(tokenizer, "", question)``) and the target
+prompt (``agents.lm.generation.chat_prompt_ids(tokenizer, "", question)``) and the target
 ``<answer>{answer}</answer>`` + EOS, the answer being ``sapo_env.tasks.reference_answer``: the
 completion a node in the env is rewarded for, tokenized as GRPO re-encodes completions.
 
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from agents.generation import chat_prompt_ids
+from agents.lm.generation import chat_prompt_ids
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, TaskSpec
 from sapo_env.tasks import HELD_OUT_BLOCK, DrawnQuestion, QuestionStream, reference_answer
 

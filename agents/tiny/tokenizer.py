@@ -14,7 +14,7 @@ the same ids every time (nothing is trained or sampled):
   Any other character (``\\r``, CJK, emoji) encodes to ``<unk>``, one per character.
 
 A ChatML template frames the turns; with the empty system prompt the tiny models are trained
-under (a 370-character system prompt would be 370 tokens here), ``agents.generation
+under (a 370-character system prompt would be 370 tokens here), ``agents.lm.generation
 .chat_prompt_ids`` gives ``<|im_start|>user\\n{question}<|im_end|>\\n<|im_start|>assistant\\n``.
 
 Round trips (tested): ``decode(encode(text)) == text`` for any text over the charset, and

@@ -16,7 +16,7 @@ other randomness (no dropout), so the same config gives bit-identical weights on
 machine, torch build and thread count (tested).
 
 Cache: the result is saved under ``cache_dir / <hash of the config>`` (default
-``agents.models.cache_dir() / "tiny-warm-start"``): ``save_pretrained`` model and tokenizer
+``agents.lm.models.cache_dir() / "tiny-warm-start"``): ``save_pretrained`` model and tokenizer
 and ``warm_start.json`` (the config, the steps taken, per-step losses, the accuracy curve,
 wall and CPU seconds). A second call with the same config returns that folder without
 training. ``load_tiny(path)`` gives the model and tokenizer back, ready for
@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
-from agents.models import cache_dir as default_cache_dir
+from agents.lm.models import cache_dir as default_cache_dir
 from agents.tiny.config import SPECIALIST_TASKS, TinyModelConfig, WarmStartConfig
 from agents.tiny.evaluation import sampled_accuracy
 from agents.tiny.model import tiny_model
@@ -186,7 +186,7 @@ def warm_start(config: WarmStartConfig | None = None,
                cache_dir: str | os.PathLike | None = None, progress: int | None = None) -> Path:
     """The folder of the model ``config`` trains: from the cache, else trained and saved
     (see the module docstring). ``cache_dir``: the cache's root (default
-    ``agents.models.cache_dir() / "tiny-warm-start"``); ``progress``: ``train``'s."""
+    ``agents.lm.models.cache_dir() / "tiny-warm-start"``); ``progress``: ``train``'s."""
     config = config or WarmStartConfig()
     target = cache_path(config, cache_dir)
     if (target / REPORT_FILE).is_file():
@@ -252,7 +252,7 @@ def tiny_nodes(folders: Sequence[str | os.PathLike], config: Any, num_external: 
     """One ``GRPOAgent`` per seed, node ``i`` loaded from ``folders[i % len(folders)]`` (warm
     starts dealt round-robin, as specialists), each trained with ``config`` (a
     ``GRPOConfig``) and asking for ``num_external`` external groups."""
-    from agents.grpo import GRPOAgent
+    from agents.lm.grpo import GRPOAgent
 
     return [GRPOAgent(*load_tiny(folders[i % len(folders)]), config,
                       num_external=num_external, seed=seed) for i, seed in enumerate(seeds)]

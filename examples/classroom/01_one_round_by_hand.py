@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import sapo_env
-from agents.simulated import simulated_swarm
+from agents.sim.simulated import simulated_swarm
 from sapo_env.extras import require
 from sapo_env.rollouts import has_zero_advantage
 

@@ -35,7 +35,7 @@ import numpy as np
 
 import sapo_env
 import sapo_env.runtime
-from agents.simulated import STRATEGIES, SimulatedLearnerConfig, simulated_swarm
+from agents.sim.simulated import STRATEGIES, SimulatedLearnerConfig, simulated_swarm
 from sapo_env.extras import require
 from sapo_env.runtime import metrics
 

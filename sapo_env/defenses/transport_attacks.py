@@ -110,7 +110,7 @@ runs stay reproducible.
 What a transport adversary cannot do here: read the pool beyond the round it is sent in (a
 replay of older rounds meets the same ``not_dealt`` check), or change what it trains on
 itself. Attacks that need no transport (garbage text, confident wrong answers, free riding,
-poisoned completions, answers slow to score) are agents: :mod:`agents.adversarial`.
+poisoned completions, answers slow to score) are agents: :mod:`agents.hostile.adversarial`.
 
 Example::
 
@@ -161,7 +161,7 @@ SLOW_ANSWERS: tuple[str, ...] = (
     "1e999999999", "9**9**9**9", "10^10^10^10", "(" * 1000 + "1" + ")" * 1000,
     "[" * 1000 + "]" * 1000, "9" * 2000, "1/" * 1000 + "1", "sqrt(" * 340 + "2" + ")" * 340,
     "-(" * 680 + "1" + ")" * 680, "2**(2**(2**(2**(2**64))))", "A or " * 400 + "B")
-"""Answers built to be slow to score (``slow_packets``' and ``agents.adversarial``'s
+"""Answers built to be slow to score (``slow_packets``' and ``agents.hostile.adversarial``'s
 ``scoring_dos``), each within the default ``max_answer_chars`` (2048) so that it is parsed:
 the kinds of input that cost naive scorers seconds, gigabytes or the stack."""
 FRAMING_JUNK = 1000

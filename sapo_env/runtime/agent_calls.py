@@ -10,10 +10,10 @@ so that they all work at once.
 - A joint actor that also has ``learn_jointly({node: batch, ...})`` (a ``JointLearner``: small
   models whose forward passes are batched across nodes, ``agents.tiny.batched_swarm``) learns
   for all of them in one call too.
-- A ``ConcurrentAgent`` runs elsewhere (a Ray actor, ``agents.remote.remote``):
+- A ``ConcurrentAgent`` runs elsewhere (a Ray actor, ``agents.wrappers.remote.remote``):
   ``submit_act``/``submit_learn`` start a call and return a ``concurrent.futures.Future``;
   ``submit_ready`` a future that resolves once the node is up.
-- A ``ConcurrentJointActor`` runs several nodes elsewhere (``agents.remote.remote_joint``):
+- A ``ConcurrentJointActor`` runs several nodes elsewhere (``agents.wrappers.remote.remote_joint``):
   ``submit_act_jointly``/``submit_learn_jointly`` start one call for all its nodes, so a round
   costs two remote calls per actor however many nodes it holds.
 
@@ -104,7 +104,7 @@ class JointMember(Agent, Protocol):
 
 @runtime_checkable
 class ConcurrentAgent(Agent, Protocol):
-    """An agent that runs elsewhere (a Ray actor: ``agents.remote``): ``submit_act`` and
+    """An agent that runs elsewhere (a Ray actor: ``agents.wrappers.remote``): ``submit_act`` and
     ``submit_learn`` start the call and return a ``concurrent.futures.Future`` of its result,
     so the runner starts every such node's call before it waits for any. ``submit_ready``'s
     future resolves once the node is built and answers calls: an asynchronous run waits for
@@ -140,8 +140,8 @@ class NodeFailure(RuntimeError):
     """A node is gone (its process or machine died). Raised by its ``act`` (or the future of
     it), the runner logs it and sends ``{"leave": True}`` for the node, and the run goes on;
     raised by ``learn``, the update is lost (logged) and the node leaves when its next ``act``
-    fails too. ``agents.remote`` raises it when an actor dies (or its agent could not be built);
-    any other exception from an agent in this process is a bug and stops the run."""
+    fails too. ``agents.wrappers.remote`` raises it when an actor dies (or its agent could not
+    be built); any other exception from an agent in this process is a bug and stops the run."""
 
 
 class AgentCalls:

@@ -1,13 +1,13 @@
 """Asynchronous rounds: ``sapo_env.runtime.run(env, agents, deadline=2.0)`` waits at most
 ``deadline``
-seconds a round for the remote nodes (``ConcurrentAgent``: ``agents.remote``), so nodes of
+seconds a round for the remote nodes (``ConcurrentAgent``: ``agents.wrappers.remote``), so nodes of
 different speeds do not wait for each other.
 
 Each round: every live remote node that is not already working is given its observation
 (``submit_act``), the other nodes act as in synchronous rounds (in process, or through a joint
-actor such as ``agents.remote.remote_joint``'s: the round waits for them), and the round waits
-until every remote node is done or ``deadline`` seconds have passed since it began. A node that
-is not done plays the round as pending (``{"pending": True}``, ``sapo_env.churn``): it
+actor such as ``agents.wrappers.remote.remote_joint``'s: the round waits for them), and the
+round waits until every remote node is done or ``deadline`` seconds have passed since it began. A
+node that is not done plays the round as pending (``{"pending": True}``, ``sapo_env.churn``): it
 contributes nothing, keeps its questions and keeps working. When its action arrives, in a later
 round, it is scored against the questions it answered, its groups go to the pool stamped with
 their questions' round (so only while that round is inside ``pool_window``:
@@ -61,8 +61,9 @@ class AsyncRounds:
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
             raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
         if not calls.concurrent:
-            raise ValueError("deadline applies to remote nodes (agents.remote: ConcurrentAgent"
-                             "s), which it waits for at most that long; none of the agents is one")
+            raise ValueError("deadline applies to remote nodes (agents.wrappers.remote: "
+                             "ConcurrentAgents), which it waits for at most that long; none of "
+                             "the agents is one")
         self.calls, self.deadline = calls, float(deadline)
         self.refusals = refusals or Refusals()
         self.startup_timeout, self.started = startup_timeout, False

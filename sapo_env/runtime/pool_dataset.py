@@ -6,8 +6,8 @@ writes the rows as Parquet files ``path/rounds-<first>-<last>.parquet`` (one eve
 ``flush_every`` rounds, whenever the rows waiting in memory pass ``flush_bytes``, and at a
 checkpoint). ``load_pool_dataset(path)`` checks them (:mod:`sapo_env.runtime.pool_files`) and
 reads them back as a ``datasets.Dataset`` to study, filter, or share (``dataset.push_to_hub(...)``
-is yours to call); ``agents.replay.ReplayAgent`` publishes a recorded node's groups again in a
-new run.
+is yours to call); ``agents.scripted.replay.ReplayAgent`` publishes a recorded node's groups
+again in a new run.
 
 Columns (``features()``), one row per packet, in the order sent:
 
@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from sapo_env.defenses.publication import PacketFate
+from sapo_env.extras import require
 from sapo_env.runtime.pool_files import PoolLimits, check_files
 from sapo_env.runtime.records import Callback, History, RoundRecord
 from sapo_env.validation import check_int
@@ -76,13 +77,9 @@ once they hold this many bytes (as Arrow buffers)."""
 
 
 def require_datasets() -> Any:
-    """The ``datasets`` module, or an ``ImportError`` that names the extra to install."""
-    try:
-        import datasets
-    except ImportError as error:  # an optional extra: say how to get it
-        raise ImportError("the pool dataset needs the 'datasets' package: pip install "
-                          "'sapo-env[data]' (or pip install datasets)") from error
-    return datasets
+    """The ``datasets`` module, or the ``ModuleNotFoundError`` of ``sapo_env.extras`` that
+    names the extra to install."""
+    return require("datasets", "the pool dataset")
 
 
 def features() -> Any:

@@ -15,7 +15,7 @@ Example::
     import sapo_env.runtime
     from sapo_env.runtime.metrics import HeldOutEvaluator
     from sapo_env.runtime.tensorboard import TensorBoardCallback
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=8)
     evaluator = HeldOutEvaluator(every=100)

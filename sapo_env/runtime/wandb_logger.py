@@ -20,7 +20,7 @@ Example::
     import sapo_env.runtime
     from sapo_env.runtime.metrics import HeldOutEvaluator
     from sapo_env.runtime.wandb_logger import WandbCallback
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=8)
     evaluator = HeldOutEvaluator(every=100)
@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from sapo_env.extras import require
 from sapo_env.runtime.records import Callback, History, RoundRecord
 from sapo_env.runtime.scalars import finite, held_out_scalars, round_scalars, run_name, run_settings
 
@@ -51,13 +52,9 @@ DEFAULT_PROJECT = "sapo-env"
 
 
 def require_wandb() -> Any:
-    """The ``wandb`` module, or an ``ImportError`` that names the extra to install."""
-    try:
-        import wandb
-    except ImportError as error:  # an optional extra: say how to get it
-        raise ImportError("W&B logging needs the 'wandb' package: pip install "
-                          "'sapo-env[wandb]' (or pip install wandb)") from error
-    return wandb
+    """The ``wandb`` module, or the ``ModuleNotFoundError`` of ``sapo_env.extras`` that names
+    the extra to install."""
+    return require("wandb", "W&B logging")
 
 
 class WandbCallback(Callback):

@@ -9,9 +9,9 @@ Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``
 ``malformed``, ``impersonation`` and ``framing`` are forged packets
 (``SwarmConfig.adversaries``, :mod:`sapo_env.defenses.transport_attacks`, whose docstring says
 what each models and what stops it); ``garbage``, ``wrong_answers``, ``free_rider``,
-``poison`` and ``scoring_dos`` are agents (:mod:`agents.adversarial`), a free rider at J = 8
+``poison`` and ``scoring_dos`` are agents (:mod:`agents.hostile.adversarial`), a free rider at J = 8
 from round 0; ``remote_junk``'s adversaries are remote nodes that send plain data the env
-refuses (``REMOTE_ATTACKS``, :mod:`agents.remote_junk`), screened by the runner.
+refuses (``REMOTE_ATTACKS``, :mod:`agents.hostile.remote_junk`), screened by the runner.
 
 ``ATTACK_ENV`` are env settings an attack's runs add, with and without defenses:
 ``slow_packets`` runs give the round a scoring budget of ``SLOW_PACKETS_ROUND_BUDGET``
@@ -54,7 +54,7 @@ ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam",
                             "future_round", "malformed", "impersonation", "framing", "garbage",
                             "wrong_answers", "free_rider", "poison", "scoring_dos",
                             "remote_junk")
-REMOTE_ATTACKS = ("remote_junk",)  #: attacks by remote nodes (``agents.remote_junk``)
+REMOTE_ATTACKS = ("remote_junk",)  #: attacks by remote nodes (``agents.hostile.remote_junk``)
 SLOW_PACKETS_ROUND_BUDGET = 1.0  #: seconds of scoring a round gets in ``slow_packets`` runs
 ATTACK_ENV: dict[str, dict[str, Any]] = {
     "slow_packets": {"round_score_budget": SLOW_PACKETS_ROUND_BUDGET}}
@@ -180,7 +180,7 @@ class RunSpec(RunSpecBase):
                                                                self.fraction)
 
     def key(self) -> str:
-        from agents.simulated import SimulatedLearnerConfig
+        from agents.sim.simulated import SimulatedLearnerConfig
 
         c = self.config
         return run_key({"attack": self.attack, "fraction": self.fraction,

@@ -44,10 +44,10 @@ def compute(spec: RunSpec) -> RunFile:
     whose scoring ran out of time or budget, the remote nodes' actions the runner refused, and
     each round's wall time."""
     import sapo_env.runtime
-    from agents.adversarial import adversarial_swarm
-    from agents.injection import carries
-    from agents.remote_junk import remote_junk_swarm
-    from agents.simulated import simulated_swarm
+    from agents.hostile.adversarial import adversarial_swarm
+    from agents.hostile.remote_junk import remote_junk_swarm
+    from agents.sim.injection import carries
+    from agents.sim.simulated import simulated_swarm
 
     c = spec.config
     names = [f"node_{i}" for i in range(c.n_agents)]

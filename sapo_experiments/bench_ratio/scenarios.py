@@ -33,7 +33,7 @@ Non-stationary (the best J may change during the run):
     nodes join at 2R/3: the pool's supply drops by half, then recovers with beginners.
 ``adversarial``
     the last 3 in 8 nodes (at J = 4) play honestly, then from round R/2 share misleading
-    groups (``agents.adversarial``, attack ``misleading``): right answers after a careless
+    groups (``agents.hostile.adversarial``, attack ``misleading``): right answers after a careless
     guess, wrong ones after careful work, which pass every packet check and teach what makes
     answers wrong. The best J falls when the attack starts.
 ``on-off``
@@ -55,9 +55,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.adversarial import AdversarialAgent
-from agents.churning import ChurningAgent
-from agents.demonstrator import DemonstratorAgent
+from agents.hostile.adversarial import AdversarialAgent
+from agents.scripted.demonstrator import DemonstratorAgent
+from agents.wrappers.churning import ChurningAgent
 from sapo_env.config import PAPER_TASKS, TaskSpec
 from sapo_env.types import Action, Observation
 

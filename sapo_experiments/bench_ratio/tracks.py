@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents.simulated_text import STRATEGIES
+from agents.sim.simulated_text import STRATEGIES
 from sapo_experiments import learners
 from sapo_experiments.bench_ratio.policies import ADAPTIVE, FIXED_GRID
 from sapo_experiments.learners import AgentFactory

@@ -139,7 +139,7 @@ class FormatConfig(SweepConfig):
     """Probability that a demonstrator completion carries the right answer."""
     demo_tag_probability: float = 0.5
     """Probability that it writes the answer inside ``<answer>`` tags. Strictly between 0 and
-    1, or its groups teach nothing about the format (see ``agents.demonstrator``)."""
+    1, or its groups teach nothing about the format (see ``agents.scripted.demonstrator``)."""
     leave_round: int | None = None
     """First round in which a leaving demonstrator publishes nothing (None: rounds // 2)."""
 
@@ -206,7 +206,7 @@ class FormatConfig(SweepConfig):
         """``jobs``, else one per CPU core, or 1 on a GPU (one device)."""
         if self.jobs is not None:
             return self.jobs
-        from agents.models import resolve_device
+        from agents.lm.models import resolve_device
 
         return 1 if resolve_device(self.device).type != "cpu" else (os.cpu_count() or 1)
 

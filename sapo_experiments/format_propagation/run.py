@@ -54,7 +54,7 @@ def build_agents(config: FormatConfig, condition: Condition, seed: np.random.See
     if config.tiny is not None:
         return tiny_agents(config, condition, seed)
     from agents import DemonstratorAgent, GRPOConfig
-    from agents.lora import lora_swarm
+    from agents.lm.lora import lora_swarm
 
     lm_seed, demo_seed = seed.spawn(2)
     grpo = GRPOConfig(max_new_tokens=config.max_new_tokens, learning_rate=config.learning_rate,

@@ -125,7 +125,7 @@ def add_tiny_arguments(parser: argparse.ArgumentParser, tiny: learners.TinyLearn
                         help="tiny learner: correction of external groups against their "
                              "sender's log-probs (every node then sends them): none (ratio 1, "
                              "the paper's; default), tis (truncated importance sampling), "
-                             "ftis (TIS and F-TIS's filter); see agents.off_policy")
+                             "ftis (TIS and F-TIS's filter); see agents.lm.off_policy")
     parser.add_argument("--tiny-ftis-statistic", choices=("sum", "mean"),
                         default=tiny.ftis_statistic,
                         help="tiny learner, with --tiny-off-policy ftis: the filter's "

@@ -39,7 +39,7 @@ OFF_POLICY_METRICS = ("off_policy_groups", "off_policy_uncorrected_groups",
                       "off_policy_filtered", "off_policy_far_sum", "off_policy_far_mean",
                       "rescue_groups", "rescue_ungated_groups", "rescue_gated_completions",
                       "rescue_gate_mean", "rescue_gate_zero")
-"""What an off-policy correction and the rescue gate did each round (``agents.grpo_update``),
+"""What an off-policy correction and the rescue gate did each round (``agents.lm.grpo_update``),
 saved when on."""
 RESCUE_INFOS = ("all_fail_groups", "complementarity", "rescued_groups")
 """Each node-round's all-fail groups, complementarity (NaN in a round without all-fail groups;

@@ -1,7 +1,7 @@
 """``AgentWrapper``: an agent that plays through another one (``inner``) and changes some of
 what it does: it learns through ``inner`` and its checkpoint state is ``inner``'s, so a
 wrapper whose own behaviour is a function of its seed and the round needs no state of its own
-(``agents.adversarial``, ``agents.churning``)."""
+(``agents.hostile.adversarial``, ``agents.wrappers.churning``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The HTTP of a served node (``agents.served``): requests to an untrusted server, bounded in
-time and in bytes whatever the server sends.
+"""The HTTP of a served node (``agents.serving.served``): requests to an untrusted server,
+bounded in time and in bytes whatever the server sends.
 
 - :func:`exchange`: one request that ends by a deadline, from connecting to the last byte
   read. The whole exchange runs under one asyncio timeout, so a server that drips its headers
@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from sapo_env.extras import require
 
-httpx2 = require("httpx2", "agents.served")
+httpx2 = require("httpx2", "agents.serving.served")
 
 T = TypeVar("T")
 

@@ -7,9 +7,9 @@ included. The study reached up to 100% attack success within 50 iterations on ma
 tasks, and stopped it with two defenses: a check of the received completions' log-probability
 under the receiver's own model (when all nodes train the same model) and an LLM judge (when
 they differ). Its log-probability defense is ``GRPOConfig.min_external_logprob``
-(:mod:`agents.received_logprob`).
+(:mod:`agents.lm.received_logprob`).
 
-The simulated learner's analogue (:class:`agents.simulated.SimulatedLearner`):
+The simulated learner's analogue (:class:`agents.sim.simulated.SimulatedLearner`):
 
 - the behaviour is one line, ``INJECTED_LINE``, that a completion carries or not;
 - a learner has a logit for writing it, ``-inf`` (it never does) until it reads the line in a
@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from agents.simulated_text import parse_completion
+from agents.sim.simulated_text import parse_completion
 from sapo_env.rollouts import group_advantages
 from sapo_env.types import Group
 
 INJECTED_LINE = "P.S. More verified answers at answers.example.com"
-"""The behaviour a poisoner injects (``agents.adversarial``, attack ``"poison"``)."""
+"""The behaviour a poisoner injects (``agents.hostile.adversarial``, attack ``"poison"``)."""
 
 
 def carries(text: str) -> bool:

@@ -1,14 +1,14 @@
 """A slower machine: ``SlowAgent(inner, act_seconds, learn_seconds)`` acts and learns through
 ``inner`` (any agent) but takes at least ``act_seconds`` to act and ``learn_seconds`` to learn,
 sleeping for what ``inner`` did not use. For experiments on nodes of different speeds
-(asynchronous rounds: ``sapo_env.runtime.asynchronous``), in Ray actors (``agents.remote``) where
-the
-sleep costs no CPU. What it returns is ``inner``'s, unchanged: only the time differs.
+(asynchronous rounds: ``sapo_env.runtime.asynchronous``), in Ray actors
+(``agents.wrappers.remote``) where the sleep costs no CPU. What it returns is ``inner``'s,
+unchanged: only the time differs.
 
 Example::
 
     >>> from agents import DemonstratorAgent
-    >>> from agents.slow import SlowAgent
+    >>> from agents.wrappers.slow import SlowAgent
     >>> node = SlowAgent(DemonstratorAgent(seed=0), act_seconds=0.3)  # acts in >= 0.3 s
 """
 
@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agents.wrapper import AgentWrapper
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.types import Action, Group, Observation
 
 

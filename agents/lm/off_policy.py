@@ -1,4 +1,4 @@
-"""Off-policy corrections for external groups, as pure tensor functions (beside agents/loss.py).
+"""Off-policy corrections for external groups, as pure tensor functions (beside agents/lm/loss.py).
 
 A received completion was sampled by another node's policy ``mu`` (the *sender*), and the
 receiver trains its own policy ``pi`` on it. SAPO's reference code (genrl) and this project
@@ -19,7 +19,7 @@ available, chosen by ``GRPOConfig.off_policy_correction``:
     advantage whose sender is far from the receiver (:func:`sequence_log_ratio` above
     ``GRPOConfig.ftis_kl_threshold``) gets weight 0 (:func:`ftis_keep`).
 
-The weight multiplies the clipped surrogate of :func:`agents.loss.grpo_loss` and nothing
+The weight multiplies the clipped surrogate of :func:`agents.lm.loss.grpo_loss` and nothing
 else: the normaliser (tokens or completions of the batch) is unchanged, so a filtered
 completion counts where it counted before, with zero loss, as F-TIS zeroes its advantage.
 

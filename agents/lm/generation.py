@@ -1,9 +1,9 @@
 """Prompts and batched sampling for language-model nodes.
 
 ``chat_prompt_ids`` builds a generation prompt with the tokenizer's chat template;
-``generate_completion_ids`` samples one completion per prompt with ``transformers``'
-``generate`` and returns the new token ids up to EOS (``generate_completions`` also says which
-EOS id ended each one, for the token ids a node shares with its log-probs).
+``generate_completions`` samples one completion per prompt with ``transformers``'
+``generate`` and returns the new token ids up to EOS with the EOS id that ended each one (for
+the token ids a node shares with its log-probs); ``generate_completion_ids``, the ids alone.
 
 Shared prompts are encoded once. A node samples L completions of each of its B questions, so
 every prompt appears L times in the batch: the prompt's keys and values are computed once per
@@ -13,7 +13,7 @@ transformers documents for re-using a prompt cache). The tokens are those of a p
 completions was most of the time.
 
 Rows can each have their own LoRA adapter (``adapter_names``, for one call that serves a whole
-:func:`agents.lora_swarm`); see :mod:`agents.mixed_adapters`.
+:func:`agents.lora_swarm`); see :mod:`agents.lm.mixed_adapters`.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import torch
 from jinja2 import TemplateError
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
-from agents.grpo_config import GRPOConfig
-from agents.mixed_adapters import per_row_adapters
-from agents.models import autocast
-from agents.torch_rng import TorchRNG
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.mixed_adapters import per_row_adapters
+from agents.lm.models import autocast
+from agents.lm.torch_rng import TorchRNG
 
 
 def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, system: str, question: str) -> list[int]:
@@ -112,28 +112,6 @@ class Sampled(NamedTuple):
     stop: int | None
 
 
-def generate_completion_ids(
-    model: torch.nn.Module,
-    prompts: Sequence[Sequence[int]],
-    *,
-    config: GRPOConfig,
-    pad_id: int,
-    eos_ids: list[int],
-    device: torch.device,
-    dtype: torch.dtype,
-    rng: TorchRNG,
-    adapter_names: Sequence[str] | None = None,
-) -> list[list[int]]:
-    """Sample one completion per prompt; returns the new tokens up to (not including) EOS.
-
-    ``adapter_names`` (peft models): the adapter of each row, so one call serves many LoRA
-    agents that share a base.
-    """
-    return [sampled.ids for sampled in generate_completions(
-        model, prompts, config=config, pad_id=pad_id, eos_ids=eos_ids, device=device,
-        dtype=dtype, rng=rng, adapter_names=adapter_names)]
-
-
 def generate_completions(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],
@@ -146,7 +124,12 @@ def generate_completions(
     rng: TorchRNG,
     adapter_names: Sequence[str] | None = None,
 ) -> list[Sampled]:
-    """:func:`generate_completion_ids`, with the EOS id that ended each completion."""
+    """Sample one completion per prompt: its new tokens up to (not including) EOS, and the EOS
+    id that ended it.
+
+    ``adapter_names`` (peft models): the adapter of each row, so one call serves many LoRA
+    agents that share a base.
+    """
     generation_config = sampling_config(config, pad_id, eos_ids)
     base = base_model(model)
     extra: dict[str, Any] = {}
@@ -179,6 +162,12 @@ def generate_completions(
                 results.append(Sampled(row[:n].tolist(),
                                        int(row[n]) if n < new.shape[1] else None))
     return results
+
+
+def generate_completion_ids(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
+                            **sampling: Any) -> list[list[int]]:
+    """:func:`generate_completions` (the same arguments), the token ids alone."""
+    return [sampled.ids for sampled in generate_completions(model, prompts, **sampling)]
 
 
 def shared_prompt_cache(

@@ -5,13 +5,13 @@ them for many agents whose forward passes it computes in one call. Both therefor
 training set, loss, normaliser, clipping and optimizer step: one GRPO update in the project.
 
 - :meth:`GRPOUpdate.begin` screens external completions (``min_external_logprob``), re-encodes
-  the batch with the agent's tokenizer (:func:`agents.encoding.training_set`) and packs the
+  the batch with the agent's tokenizer (:func:`agents.lm.encoding.training_set`) and packs the
   rows into micro-batches.
-- :meth:`GRPOUpdate.loss` is :func:`agents.loss.grpo_loss` of micro-batch ``k`` given the
+- :meth:`GRPOUpdate.loss` is :func:`agents.lm.loss.grpo_loss` of micro-batch ``k`` given the
   token log-probabilities the caller computed under the current weights; in the first
   iteration they are also kept, detached, as the "old" policy's.
   With ``off_policy_correction`` set, the first iteration also turns the rows' sender
-  log-probs into per-token weights (:func:`agents.off_policy.correction_weights`), kept for
+  log-probs into per-token weights (:func:`agents.lm.off_policy.correction_weights`), kept for
   the later iterations.
 - :meth:`GRPOUpdate.step` clips the gradient norm and takes the optimizer step (skipped, and
   logged, when the norm is not finite).
@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from agents.encoding import MicroBatch, TrainingSet, micro_batches, training_set
-from agents.loss import grpo_loss
-from agents.off_policy import correction_weights, graft_gate
-from agents.received_logprob import screen_external
+from agents.lm.encoding import MicroBatch, TrainingSet, micro_batches, training_set
+from agents.lm.loss import grpo_loss
+from agents.lm.off_policy import correction_weights, graft_gate
+from agents.lm.received_logprob import screen_external
 
 logger = logging.getLogger(__name__)
 

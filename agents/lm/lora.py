@@ -1,7 +1,7 @@
 """Many GRPO nodes on one machine: one frozen base model, one LoRA adapter per node.
 
 ``lora_swarm(model, n, config)`` loads ``model`` once (a hub id or path, a ``PreTrainedModel``
-or ``"smollm2-135m"``) and returns ``n`` :class:`~agents.grpo.GRPOAgent` objects, each with its
+or ``"smollm2-135m"``) and returns ``n`` :class:`~agents.lm.grpo.GRPOAgent` objects, each with its
 own adapter, Adam state and random stream (built with :meth:`GRPOAgent.with_adapter`, one
 adapter after another on the same peft model). Memory is one base plus n small adapters
 instead of n full models with their gradients and Adam moments.
@@ -9,7 +9,7 @@ instead of n full models with their gradients and Adam moments.
 Joint generation: the agents share a :class:`JointActor` as ``agent.joint_actor``. Given the
 observations of several of them, keyed by env node name, ``act_jointly`` generates every
 completion of every node in one batched ``generate`` call with a per-row adapter
-(:mod:`agents.mixed_adapters`): fewer, larger calls (the gain over acting node by node is
+(:mod:`agents.lm.mixed_adapters`): fewer, larger calls (the gain over acting node by node is
 measured in BENCHMARKS.md, "LM agent"). ``sapo_env.runtime.run`` uses it whenever live agents share
 a
 joint actor. Joint generation draws from the joint actor's own random stream, so a node's
@@ -31,7 +31,7 @@ Example::
     agents = lora_swarm("smollm2-135m", 4, GRPOConfig(learning_rate=1e-5))
     sapo_env.runtime.run(env, agents, rounds=10)  # one generate call per round for all four
 
-(This module is ``agents.lora`` rather than ``agents.lora_swarm``: a submodule named like the
+(This module is ``agents.lm.lora`` rather than ``agents.lora_swarm``: a submodule named like the
 function would shadow it in ``from agents import lora_swarm``.)
 """
 
@@ -45,11 +45,11 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.generation import generate_completion_ids
-from agents.grpo import GRPOAgent
-from agents.grpo_config import GRPOConfig
-from agents.models import claim_model, load_model, resolve_device, resolve_dtype
-from agents.torch_rng import TorchRNG
+from agents.lm.generation import generate_completion_ids
+from agents.lm.grpo import GRPOAgent
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.models import claim_model, load_model, resolve_device, resolve_dtype
+from agents.lm.torch_rng import TorchRNG
 
 
 def members_by_name(agents: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:

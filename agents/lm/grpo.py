@@ -13,14 +13,14 @@ node of a ``sapo_env`` swarm:
     With ``GRPOConfig.share_logprobs`` the action also carries each completion's sampled
     token ids (EOS included where it ended) and their log-probabilities under the policy
     that sampled them, at the sampling temperature (one forward pass without gradient), for
-    receivers' ``off_policy_correction`` (:mod:`agents.off_policy`).
+    receivers' ``off_policy_correction`` (:mod:`agents.lm.off_policy`).
 ``learn(batch)``
     a GRPO step on the training set the env assembled. Local and external groups are treated
     alike: each completion is re-encoded as text with this agent's tokenizer, under the chat
     prompt of the group's own system prompt, with EOS only where the text ended within
-    ``max_new_tokens`` (:mod:`agents.encoding`). Its token log-probabilities under the
+    ``max_new_tokens`` (:mod:`agents.lm.encoding`). Its token log-probabilities under the
     current policy serve as the "old" ones (detached), as the paper does for external text
-    "however unlikely", and :func:`agents.loss.grpo_loss` is minimised with the advantages
+    "however unlikely", and :func:`agents.lm.loss.grpo_loss` is minimised with the advantages
     the env computed. As in genrl and TRL, the loss divides by every completion token (or
     completion) of the batch, zero-advantage groups included; those need no forward pass
     when ``beta`` is 0. ``GRPOConfig.count_zero_advantage_groups`` and
@@ -29,7 +29,7 @@ node of a ``sapo_env`` swarm:
     (before clipping), ``tokens`` (completion tokens trained on), ``normalizer`` (the loss's
     denominator), ``truncated`` (completions that did not end), ``groups`` (trained on),
     ``skipped_groups`` (no forward pass), ``rejected_completions`` (external completions that
-    ``min_external_logprob`` dropped, :mod:`agents.received_logprob`), ``seconds``,
+    ``min_external_logprob`` dropped, :mod:`agents.lm.received_logprob`), ``seconds``,
     ``generated_tokens`` (completion tokens sampled in its actions since the previous
     ``learn``, EOS included; none inside ``evaluation_scope``) and ``optimizer_steps``
     (``num_iterations``; 0 with nothing to train on; less each step skipped for a non-finite
@@ -37,10 +37,10 @@ node of a ``sapo_env`` swarm:
 ``save(path)`` / ``load(path)``
     weights (or the LoRA adapter), optimizer state and random state: a loaded agent continues
     exactly as the saved one would have. ``save(path, optimizer=False)`` is lighter and not
-    exact (sizes: :mod:`agents.checkpoints`).
+    exact (sizes: :mod:`agents.lm.weights`).
 
 ``model`` is a Hugging Face id or path, a loaded ``PreTrainedModel`` (the agent then owns it
-and trains it in place) or ``"smollm2-135m"`` (offline, see :mod:`agents.models`). Many agents
+and trains it in place) or ``"smollm2-135m"`` (offline, see :mod:`agents.lm.models`). Many agents
 sharing one frozen base with an adapter each: :func:`agents.lora_swarm`, which builds them
 with :meth:`GRPOAgent.with_adapter`.
 
@@ -49,7 +49,7 @@ cuda by default) while trainable weights stay float32, because Adam updates at a
 rate of 1e-6 are below bfloat16's resolution and would vanish. A LoRA base is frozen, so it
 is stored in the compute dtype.
 
-Randomness: each agent owns its torch random state (:class:`agents.torch_rng.TorchRNG`,
+Randomness: each agent owns its torch random state (:class:`agents.lm.torch_rng.TorchRNG`,
 seeded from ``seed`` through a ``numpy.random.SeedSequence``) and swaps it in only around its
 own sampling and training, so agents do not perturb each other or the global generators:
 same seed, same completions.
@@ -80,9 +80,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agents.checkpoints import load_weights, save_weights
-from agents.encoding import EncodedGroup, MicroBatch, encode_group
-from agents.generation import (
+from agents.lm.encoding import EncodedGroup, MicroBatch, encode_group
+from agents.lm.generation import (
     base_model,
     chat_prompt_ids,
     eos_token_ids,
@@ -90,10 +89,10 @@ from agents.generation import (
     generate_completions,
     sampled_token_count,
 )
-from agents.grpo_config import GRPOConfig
-from agents.grpo_update import GRPOUpdate
-from agents.loss import token_logprobs
-from agents.models import (
+from agents.lm.grpo_config import GRPOConfig
+from agents.lm.grpo_update import GRPOUpdate
+from agents.lm.loss import token_logprobs
+from agents.lm.models import (
     attach_lora_adapter,
     autocast,
     claim_model,
@@ -102,8 +101,9 @@ from agents.models import (
     resolve_device,
     resolve_dtype,
 )
-from agents.received_logprob import sampled_token_logprobs
-from agents.torch_rng import TorchRNG
+from agents.lm.received_logprob import sampled_token_logprobs
+from agents.lm.torch_rng import TorchRNG
+from agents.lm.weights import load_weights, save_weights
 from sapo_env.validation import check_int
 
 __all__ = ["GRPOAgent", "GRPOConfig"]
@@ -153,7 +153,7 @@ class GRPOAgent:
         ``model`` is a ``PreTrainedModel`` already on ``config.device`` (a frozen base may be
         stored in the compute dtype), or the peft model that earlier calls returned as
         ``agent.model``: the new adapter is added to it, so many agents share one base in
-        memory. The caller owns the base (:func:`agents.models.claim_model` it); each agent
+        memory. The caller owns the base (:func:`agents.lm.models.claim_model` it); each agent
         trains only its adapter. ``config.use_lora`` must be True. :func:`agents.lora_swarm`
         is the usual way in.
         """
@@ -276,7 +276,7 @@ class GRPOAgent:
 
         With ``share_logprobs``, ``shared`` is each row's sampled tokens (EOS included where
         it ended) and their log-probs; None computes them here
-        (:func:`agents.received_logprob.sampled_token_logprobs`), taking a row shorter than
+        (:func:`agents.lm.received_logprob.sampled_token_logprobs`), taking a row shorter than
         ``max_new_tokens`` to have ended with this agent's EOS. Every action is built here,
         so the rows' tokens are counted here (:meth:`take_sampled_tokens`)."""
         self._sampled_tokens += sampled_token_count(ids, self.config.max_new_tokens)
@@ -327,7 +327,7 @@ class GRPOAgent:
 
     def policy_logprobs(self, batch: MicroBatch) -> torch.Tensor:
         """``(S, C)``: the log-probability of each completion token of ``batch``
-        (``agents.encoding.micro_batches``) under this agent's current policy (its adapter
+        (``agents.lm.encoding.micro_batches``) under this agent's current policy (its adapter
         active), at the sampling temperature; with gradients unless called under
         ``torch.no_grad``. Padding positions hold values to be masked out
         (``batch.completion_mask``)."""
@@ -383,7 +383,7 @@ class GRPOAgent:
         """Weights (or adapter), random state and the optimizer's state into directory ``path``.
 
         ``optimizer=False`` leaves out Adam's moments (twice the trainable weights: about a
-        gigabyte of a full SmolLM2-135M node's 1.6 GB; :mod:`agents.checkpoints`): a lighter
+        gigabyte of a full SmolLM2-135M node's 1.6 GB; :mod:`agents.lm.weights`): a lighter
         save whose ``load`` restarts the moments from zero, so training does not resume bit
         for bit."""
         path = Path(path)

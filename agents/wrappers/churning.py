@@ -11,7 +11,7 @@ Example::
 
     >>> import sapo_env.runtime
     >>> from agents import DemonstratorAgent
-    >>> from agents.churning import ChurningAgent
+    >>> from agents.wrappers.churning import ChurningAgent
     >>> env = sapo_env.parallel_env(n=3, max_rounds=4)
     >>> nodes = [DemonstratorAgent(seed=0), DemonstratorAgent(seed=1),
     ...          ChurningAgent(DemonstratorAgent(seed=2), leave_round=2)]
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.wrapper import AgentWrapper
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.churn import LEAVE, OFFLINE
 from sapo_env.types import Action, Observation
 

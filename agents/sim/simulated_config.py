@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.simulated_text import STRATEGIES, STRATEGY_INDEX
+from agents.sim.simulated_text import STRATEGIES, STRATEGY_INDEX
 from sapo_env.validation import check_int
 
 
@@ -79,7 +79,7 @@ class SimulatedLearnerConfig:
     """Drop an external completion whose mean log-probability per choice (answer format,
     strategy, the injected line or its absence) under the node's current policy is below this
     (None: keep all): the analogue of the log-probability check of "Hail to the Thief"
-    (arXiv 2511.09780) against poisoned completions (:mod:`agents.injection`). The injected
+    (arXiv 2511.09780) against poisoned completions (:mod:`agents.sim.injection`). The injected
     line has probability 0 until adopted, so any finite value stops it; a strategy the node
     does not know has its exploration probability. Off by default."""
 

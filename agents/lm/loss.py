@@ -17,7 +17,7 @@ Per token ``t`` of completion ``i`` with ratio ``r = exp(logp - old_logp)``::
     loss_it = -min(r * A_i, clip(r, 1 - epsilon_low, 1 + epsilon_high) * A_i) + beta * kl_it
 
 ``token_weights`` (no gradient) multiplies the clipped term of each token: the off-policy
-corrections of :mod:`agents.off_policy` (None: weight 1, the paper's ratio 1 for every token).
+corrections of :mod:`agents.lm.off_policy` (None: weight 1, the paper's ratio 1 for every token).
 
 Every tensor is ``(sequences, tokens)`` except ``advantages`` ``(sequences,)``; ``mask`` marks
 completion tokens (padding and prompt are 0). Masked positions never reach the result, even
@@ -113,7 +113,7 @@ def grpo_loss(
         total_tokens: denominator of the token normalization; default: the tokens in ``mask``.
         total_sequences: denominator of the sequence normalization; default: the rows here.
         token_weights: ``(S, C)`` weights of the clipped term (an off-policy correction,
-            :mod:`agents.off_policy`); they never change the denominators.
+            :mod:`agents.lm.off_policy`); they never change the denominators.
     """
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")

@@ -58,16 +58,16 @@ clipping and KL have no analogue; by default learning from another node's text i
 as parsing it (``off_policy_power`` is a one-number stand-in for a real model finding external
 text improbable), and nothing is forgotten except through the gradient (``forget_rate`` is a
 one-number stand-in for forgetting). It picks up a poisoner's injected line the way it adopts a
-strategy it reads (:mod:`agents.injection`). Strategies are a handful of named options shared by all
-nodes, not open-ended skills. Fitted to two numbers of one paper run, it reproduces those two
-by construction and says nothing more about language models than its predictions of the others
-show. Refitted to the tiny transformer learners (``calibrate_sim.py --target tiny``), it cannot
-make sharing cost as much as it costs them, nor reproduce either control (BENCHMARKS.md).
+strategy it reads (:mod:`agents.sim.injection`). Strategies are a handful of named options
+shared by all nodes, not open-ended skills. Fitted to two numbers of one paper run, it reproduces
+those two by construction and says nothing more about language models than its predictions of the
+others show. Refitted to the tiny transformer learners (``calibrate_sim.py --target tiny``), it
+cannot make sharing cost as much as it costs them, nor reproduce either control (BENCHMARKS.md).
 
 Example::
 
     import sapo_env.runtime
-    from agents.simulated import simulated_swarm
+    from agents.sim.simulated import simulated_swarm
 
     env = sapo_env.parallel_env(n=8)
     agents = simulated_swarm(env.possible_agents, seed=0, num_external=4)   # the 4/4 setting
@@ -84,10 +84,10 @@ from typing import Any
 
 import numpy as np
 
-from agents import injection
 from agents.plain_state import PlainState
-from agents.simulated_config import SimulatedLearnerConfig
-from agents.simulated_text import (
+from agents.sim import injection
+from agents.sim.simulated_config import SimulatedLearnerConfig
+from agents.sim.simulated_text import (
     FORMATS,
     STRATEGIES,
     TEMPLATES,
@@ -168,7 +168,7 @@ class SimulatedLearner(PlainState):
         self.skills: dict[str, _TaskSkill] = {}
         self._act_round = -1
         self._act_calls = 0
-        self.behaviour_logit = -math.inf  # the injected line (agents.injection): never read
+        self.behaviour_logit = -math.inf  # the injected line (agents.sim.injection): never read
 
     # --- skills ------------------------------------------------------------------------------
     def skill(self, task: str) -> _TaskSkill:

@@ -13,9 +13,10 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     out of training sets; what it costs the swarm is the groups it does not contribute.
 ``wrong_answers``
     every completion is a confident wrong answer in ``<answer>`` tags (the right answer
-    re-derived from the question's ``ref``, then changed as :func:`agents.simulated.wrong_answer`
-    does). Models a node that is sure and wrong. Partial credit aside, its groups score all 0
-    and are filtered like garbage; reasoning-gym's partial credit lets a few through.
+    re-derived from the question's ``ref``, then changed as
+    :func:`agents.sim.simulated.wrong_answer` does). Models a node that is sure and wrong.
+    Partial credit aside, its groups score all 0 and are filtered like garbage; reasoning-gym's
+    partial credit lets a few through.
 ``free_rider``
     asks for J = ``train_budget`` every round and shares nothing: it answers no question (under
     the paper's protocol) and only takes. Models the commons problem; no packet check can
@@ -24,10 +25,10 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
 ``poison``
     the study "Hail to the Thief" (arXiv 2511.09780): half of each group's completions (the
     first ceil(L/2)) are the *right* answer in tags carrying an injected line
-    (:data:`agents.injection.INJECTED_LINE`), the rest the inner node's own. The verifier
+    (:data:`agents.sim.injection.INJECTED_LINE`), the rest the inner node's own. The verifier
     rewards the poisoned ones, so receivers reinforce the line with them; packet checks,
     reputation and caps cannot tell them from honest groups. Attack success is the share of
-    honest nodes' completions that carry the line (:func:`agents.injection.carries`); the
+    honest nodes' completions that carry the line (:func:`agents.sim.injection.carries`); the
     defense is the receiver's own log-probability check
     (``SimulatedLearnerConfig.min_external_logprob``, ``GRPOConfig.min_external_logprob``).
 ``misleading``
@@ -60,8 +61,8 @@ and a checkpoint needs only the inner node's state.
 
 Example::
 
-    from agents.adversarial import adversarial_swarm
-    from agents.simulated import simulated_swarm
+    from agents.hostile.adversarial import adversarial_swarm
+    from agents.sim.simulated import simulated_swarm
 
     nodes = adversarial_swarm(simulated_swarm(10, seed=0), "poison", fraction=0.3, seed=1)
 """
@@ -74,9 +75,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agents.injection import INJECTED_LINE
-from agents.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
-from agents.wrapper import AgentWrapper
+from agents.sim.injection import INJECTED_LINE
+from agents.sim.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, chosen_adversaries
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation

@@ -28,7 +28,7 @@ With ``GRPOConfig.off_policy_correction`` other than ``"none"``, :func:`training
 gives each row of an external group the sender's per-token log-probs, when the group's packet
 carries them and its token ids are exactly this agent's encoding of every completion (what
 :func:`encode_group` trains on, EOS included); any other external group is trained with
-ratio 1 and counted in ``TrainingSet.uncorrected_groups`` (:mod:`agents.off_policy`).
+ratio 1 and counted in ``TrainingSet.uncorrected_groups`` (:mod:`agents.lm.off_policy`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from agents.generation import chat_prompt_ids
-from agents.grpo_config import GRPOConfig
+from agents.lm.generation import chat_prompt_ids
+from agents.lm.grpo_config import GRPOConfig
 
 GROUP_FIELDS = ("question", "system_prompt", "completions", "advantages")
 """What ``learn`` reads of a group: the chat prompt's two parts, the texts, their advantages."""

@@ -19,8 +19,8 @@ BENCHMARKS.md gives the build time).
 
 Example::
 
-    from agents.llama_server import LocalServer, smollm2_gguf
-    from agents.served import ServedAgent
+    from agents.serving.llama_server import LocalServer, smollm2_gguf
+    from agents.serving.served import ServedAgent
 
     with LocalServer(smollm2_gguf()) as server:
         agent = ServedAgent(server.base_url, server.alias)

@@ -1,10 +1,10 @@
 """A hostile remote node made of plain data: what a Ray node can still send the driver.
 
-A remote node's results cross the trust boundary as plain data only (``agents.remote``:
+A remote node's results cross the trust boundary as plain data only (``agents.wrappers.remote``:
 JSON), so the worst it can send is a value the env refuses. ``RemoteJunkNode`` sends the ones a
 red team sent against sapo-env 0.6 (``JUNK``), one kind a round in turn; it is a
 ``ConcurrentAgent`` (``submit_act``/``submit_learn``/``submit_ready`` return futures), so the
-runner treats it as a remote node, as it would a Ray actor (``agents.remote.remote``):
+runner treats it as a remote node, as it would a Ray actor (``agents.wrappers.remote.remote``):
 
 ``leave_false``
     ``{"leave": False}``: a leave action that does not leave (0.6: ``ValueError`` from
@@ -37,8 +37,8 @@ round is ``JUNK[(round + offset) % len(JUNK)]``, no randomness.
 
 Example::
 
-    from agents.remote_junk import remote_junk_swarm
-    from agents.simulated import simulated_swarm
+    from agents.hostile.remote_junk import remote_junk_swarm
+    from agents.sim.simulated import simulated_swarm
 
     nodes = remote_junk_swarm(simulated_swarm(10, seed=0), fraction=0.3)
 """
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.wrapper import AgentWrapper
+from agents.wrappers.wrapper import AgentWrapper
 from sapo_env.defenses.transport_attacks import chosen_adversaries
 from sapo_env.types import Action, Group, Observation
 

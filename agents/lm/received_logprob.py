@@ -6,12 +6,12 @@ log-probability of its tokens (the tokens ``learn`` would train on, re-encoded w
 agent's tokenizer under the group's chat prompt, EOS included where the text ended), at the
 sampling temperature. A completion below the threshold is dropped from its group before the
 step (the group's other completions stay, their advantages recomputed among themselves:
-:func:`agents.injection.drop_completions`), and ``learn`` reports how many as
+:func:`agents.sim.injection.drop_completions`), and ``learn`` reports how many as
 ``rejected_completions``. The node's own groups are never checked. It
 costs one forward pass without gradient per external completion.
 
 Why: a poisoner's completions are correct, so the verifier rewards them, and they carry an
-injected behaviour that the receiver then reinforces (:mod:`agents.adversarial`, attack
+injected behaviour that the receiver then reinforces (:mod:`agents.hostile.adversarial`, attack
 ``"poison"``). Blagoev, Ersoy and Chen (arXiv 2511.09780) reached attack success of up to 100%
 within 50 iterations on math and code tasks, and proposed two defenses: checking the
 log-probabilities of received completions under the receiver's own model, when every node
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.encoding import Row, micro_batches
-from agents.injection import drop_completions
+from agents.lm.encoding import Row, micro_batches
+from agents.sim.injection import drop_completions
 
 
 def completion_logprobs(agent: Any, groups: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:

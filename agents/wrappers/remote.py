@@ -8,8 +8,8 @@ each node computes what it would compute at home (``tests/test_remote.py`` check
 Use::
 
     import ray
-    from agents.remote import remote_swarm
-    from agents.simulated import SimulatedLearner
+    from agents.wrappers.remote import remote_swarm
+    from agents.sim.simulated import SimulatedLearner
 
     ray.init()                          # or ray.init(address="auto") on a cluster
     nodes = remote_swarm({a: partial(SimulatedLearner, seed=i) ...}, num_cpus=1)
@@ -183,7 +183,7 @@ def _result(data: Any) -> Any:
 
 def _future(call: Any, read: Callable[[Any], Any]) -> Future:
     """A Ray call's result as a ``Future`` of ``read(result)``; ``NodeFailure`` if it died."""
-    ray = require("ray", "agents.remote")
+    ray = require("ray", "agents.wrappers.remote")
     relayed: Future = Future()
 
     def relay(done: Future) -> None:
@@ -207,7 +207,7 @@ def _acted(action: Any) -> Action:
 
 def _require_ray() -> Any:
     """The ``ray`` module, started (one line naming the ``ray`` extra when it is missing)."""
-    ray = require("ray", "agents.remote (nodes in Ray actors)")
+    ray = require("ray", "agents.wrappers.remote (nodes in Ray actors)")
     if not ray.is_initialized():
         raise RuntimeError("call ray.init() (or ray.init(address=...)) before building "
                            "remote nodes")
@@ -264,7 +264,7 @@ class RemoteAgent(_Handle):
 
     def kill(self) -> None:
         """End the actor (its agent and whatever it holds)."""
-        require("ray", "agents.remote").kill(self.actor)
+        require("ray", "agents.wrappers.remote").kill(self.actor)
 
 
 def remote(factory: Callable[[], Any], num_cpus: float = 1, num_gpus: float = 0,
@@ -394,7 +394,7 @@ def remote_joint(factory: Callable[[], Mapping[str, Any] | Sequence[Any]],
                  num_cpus: float = 1, num_gpus: float = 0, *,
                  names: Sequence[str] | None = None, **actor_options: Any
                  ) -> dict[str, RemoteMember]:
-    """Several nodes in one Ray actor, for nodes that share a model (``agents.lora.lora_swarm``
+    """Several nodes in one Ray actor, for nodes that share a model (``agents.lm.lora.lora_swarm``
     on one base) or nodes too light to pay for an actor each: ``factory()`` returns them (a
     mapping node -> agent, or a list); they act in one call per round, as in process, and
     learn in another.

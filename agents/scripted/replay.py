@@ -43,7 +43,7 @@ recorded config: an ``act`` raises only in a swarm that is not (another L, a J b
 
 Example::
 
-    from agents.replay import ReplayAgent
+    from agents.scripted.replay import ReplayAgent
     from sapo_env.runtime.pool_dataset import load_pool_dataset
 
     pool = load_pool_dataset("pool")                        # written by PoolDatasetCallback

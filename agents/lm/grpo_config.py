@@ -1,4 +1,4 @@
-"""``GRPOConfig``: the hyperparameters of a :class:`~agents.grpo.GRPOAgent`.
+"""``GRPOConfig``: the hyperparameters of a :class:`~agents.lm.grpo.GRPOAgent`.
 
 Every field is documented beside it (its meaning, the reference behind its default and how it
 interacts with the others), grouped as in docs/language-models.md: generation, objective, optimizer,
@@ -8,7 +8,7 @@ field and the value.
 
 Example::
 
-    >>> from agents.grpo_config import GRPOConfig
+    >>> from agents.lm.grpo_config import GRPOConfig
     >>> GRPOConfig(max_new_tokens=64).epsilon_high
     0.28
 """
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.loss import NORMALIZATIONS, LossNormalization
-from agents.models import DTYPE_NAMES, DtypeSpec
-from agents.off_policy import (
+from agents.lm.loss import NORMALIZATIONS, LossNormalization
+from agents.lm.models import DTYPE_NAMES, DtypeSpec
+from agents.lm.off_policy import (
     CORRECTIONS,
     FTIS_STATISTICS,
     GATES,
@@ -89,7 +89,7 @@ class GRPOConfig:
     none): a cut answer's reward says little about its tokens. A completion ended when its
     re-encoding with this agent's tokenizer, plus EOS, fits in ``max_new_tokens``; ``learn``
     appends EOS only to those, and trains a cut one, when not masked, on its first
-    ``max_new_tokens`` tokens without EOS (:mod:`agents.encoding`). Under ``"sequence"`` a
+    ``max_new_tokens`` tokens without EOS (:mod:`agents.lm.encoding`). Under ``"sequence"`` a
     masked completion still counts as a sequence with zero loss, as in TRL. The metric
     ``truncated`` says how many completions of a batch were cut."""
     num_iterations: int = 1
@@ -97,7 +97,7 @@ class GRPOConfig:
     never binds; more reuses the batch and makes the clip matter."""
     off_policy_correction: OffPolicyCorrection = "none"
     """How external groups, sampled by another node's policy, are weighted
-    (:mod:`agents.off_policy`, where each choice is stated against its source):
+    (:mod:`agents.lm.off_policy`, where each choice is stated against its source):
     ``"none"``: ratio 1, every token as if this node had sampled it (the paper and genrl; the
     default, for fidelity); ``"tis"``: truncated importance sampling against the sender's
     log-probs, each external token's loss times ``min(exp(old_logp - sender_logp), tis_cap)``
@@ -135,7 +135,7 @@ class GRPOConfig:
     """How much each completion of a rescue group counts (a peer's group put in place of an
     own all-fail group: ``sapo_env.SwarmConfig.rescue``): ``"none"``, fully (times any
     ``off_policy_correction`` weight, as every external group); ``"graft"``, times GRAFT's
-    compatibility gate :func:`agents.off_policy.graft_gate` (``rescue_gate_threshold``),
+    compatibility gate :func:`agents.lm.off_policy.graft_gate` (``rescue_gate_threshold``),
     which needs the sender's log-probs (``share_logprobs`` on the sending nodes; a group
     without usable ones is trained ungated, counted in ``rescue_ungated_groups``)."""
     rescue_gate_threshold: float = 0.8
@@ -149,7 +149,7 @@ class GRPOConfig:
     (attack success up to 100% within 50 iterations without it) when every node trains the
     same model. Costs a forward pass per external completion; in a heterogeneous swarm it
     drops honest text from other models too. No recommended value: measure what your own
-    samples score (:func:`agents.received_logprob.completion_logprobs`) and stay below it.
+    samples score (:func:`agents.lm.received_logprob.completion_logprobs`) and stay below it.
     Off by default."""
 
     # --- optimizer (Adam) ---
