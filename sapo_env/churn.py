@@ -50,6 +50,8 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.types import NodeInfo
+
 STATUSES = ("online", "offline", "pending", "left", "joined")
 """``infos[node]["status"]`` values (see the module docstring)."""
 OFFLINE: Mapping[str, bool] = MappingProxyType({"offline": True})
@@ -137,7 +139,7 @@ def present_at_start(names: list[str], join_rounds: Mapping[str, int] | None) ->
     return [a for a in names if a not in (join_rounds or {})]
 
 
-def absent_info(status: str, num_external: int) -> dict[str, Any]:
+def absent_info(status: str, num_external: int) -> NodeInfo:
     """The info of a node that did not play the round (offline, pending, left or just
     joined)."""
     return {"status": status, "num_external": num_external, "generated_completions": 0}
