@@ -21,9 +21,9 @@ zero-advantage groups dropped: the same budget; the dropped groups carry no grad
 in the loss's normaliser, so every step on the rest is longer) and ``4/4 answering 8`` (8
 questions answered, 4 own + 4 external trained on: sharing without the saved generation).
 
-With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the whole
-sweep takes 6.4 minutes wall, 12.3 of CPU, with ``jobs=2`` on a 2-core VM, and says something
-about sampling dynamics, nothing about language models. ``learner="grpo"`` runs ``agents.GRPOAgent``
+With ``learner="sim"`` (the default) the nodes are ``agents.simulated.SimulatedLearner``s: the
+whole sweep takes minutes on a CPU (docs/reproducing.md gives its times), and says something about
+sampling dynamics, nothing about language models. ``learner="grpo"`` runs ``agents.GRPOAgent``
 language models (GPUs); any agent factory runs your own agents (``sapo_experiments.learners``).
 
 Outputs in ``out``:

@@ -80,14 +80,12 @@ FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
 QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
                          "held_out_questions": 16, "out": "out/reproduce-quick",
                          "experiments": PAPER_AND_TWO_CONTROLS}
-"""The same with ``quick=True``: a smoke test of the pipeline (79 s wall, 56 s CPU at
-load 4 on 2 cores)."""
+"""The same with ``quick=True``: a smoke test of the pipeline (about a minute on a CPU)."""
 TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
                              "held_out_questions": 32, "out": "out/reproduce-tiny",
                              "experiments": PAPER_AND_TWO_CONTROLS}
 """The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
-(the committed runs took 572-1,565 s wall each, two at a time on 2 cores, CPU time not
-recorded; 2000 rounds were not run)."""
+(2000 rounds were not run)."""
 TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
                               "held_out_questions": 16, "out": "out/reproduce-tiny-quick",
                               "experiments": ("8/0", "4/4")}
@@ -100,18 +98,17 @@ class ReproduceConfig(SweepConfig):
     ``jobs``, ``ray``, ...). Fields documented "None: ..." take their value from ``presets``:
     ``FULL`` or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``: seeds per
     configuration 3, sim quick 2, tiny quick 4; rounds 2000, quick 100, tiny 200, tiny quick 40.
-    ``quick=True`` is a quick run: with the simulated learner a smoke test (79 s wall, 56 s CPU at
-    load 4) whose table says it is too short to conclude anything; with the tiny learner 8/0 against
+    ``quick=True`` is a quick run: with the simulated learner a smoke test (about a minute on a
+    CPU) whose table says it is too short to conclude anything; with the tiny learner 8/0 against
     4/4 for 40 rounds (``make demo``), whose table says whether its seeds decide the difference. On
     Ray (``ray``), ``gpus_per_run=1`` puts each GRPO learner on a GPU, and checkpoints and
     TensorBoard runs are written where a task runs."""
 
     learner: Learner | AgentFactory = "sim"
-    """Who plays the nodes: ``"sim"``, simulated learners (CPU; the full sweep takes 6.4 min
-    wall, 12.3 of CPU, on 2 cores; a surrogate whose sharing pays by construction); ``"tiny"``,
-    tiny transformer specialists trained by GRPO (CPU, real learners; ``tiny`` sets them up);
-    ``"grpo"``, language models (GPUs); or an agent factory of your own (see
-    ``sapo_experiments.learners``)."""
+    """Who plays the nodes: ``"sim"``, simulated learners (CPU; the full sweep takes minutes; a
+    surrogate whose sharing pays by construction); ``"tiny"``, tiny transformer specialists trained
+    by GRPO (CPU, real learners; ``tiny`` sets them up); ``"grpo"``, language models (GPUs); or an
+    agent factory of your own (see ``sapo_experiments.learners``)."""
     tiny: learners.TinyLearners = field(default_factory=learners.TinyLearners)
     """The tiny learner's settings (``learner="tiny"``): specialties, learning rate, ...; its
     tasks and empty system prompt go into every configuration's swarm (``swarm`` overrides)."""
