@@ -172,17 +172,15 @@ class SwarmConfig:
     adversaries: Mapping[str, TransportAttack] | None = None
     """Nodes whose published groups are forged on the way to the pool, as a node building its
     own packets could send them: node -> ``"forge_rewards"``, ``"forge_metadata"`` or
-    ``"duplicate_spam"`` (:mod:`sapo_env.defenses.transport_attacks`; ``adversaries.assign(n, 0.3,
-    attack)``
-    names the last 30% of the nodes). Attacks made of text alone are agents
+    ``"duplicate_spam"`` (:mod:`sapo_env.defenses.transport_attacks`; ``adversaries.assign(n,
+    0.3, attack)`` names the last 30% of the nodes). Attacks made of text alone are agents
     (``agents.adversarial``)."""
     verify_packets: bool = True
     """Re-derive every published group's question and answer from its ``ref``, re-score its
-    completions, and drop it if anything differs, if its source was not dealt that question
-    this round or already published it (:mod:`sapo_env.defenses.packets`); infos count the drops
+    completions, and drop it if anything differs, if its source was not dealt that question this
+    round or already published it (:mod:`sapo_env.defenses.packets`); infos count the drops
     (``rejected_groups``); packets pass :mod:`sapo_env.defenses.packet_schema` whatever this is.
-    Only
-    forged packets ever fail: groups the env built itself pass by construction."""
+    Only forged packets ever fail: groups the env built itself pass by construction."""
     max_external_per_source: int | None = None
     """At most this many external groups from one source in a node's training set (None: no
     cap): bounds what any one node, spammer or poisoner, can put in another's batch. Works

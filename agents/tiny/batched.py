@@ -28,9 +28,8 @@ rounding after learning), so a swarm can be switched between the two freely.
 
 ``sapo_env.runtime.run`` uses both through the joint-actor protocol (``act_jointly``,
 ``learn_jointly``; :mod:`sapo_env.runtime.agent_calls`). Requirements, checked here: full
-fine-tuning
-(no LoRA), ``beta`` 0, one device, one Llama configuration :func:`check_supported` accepts,
-and the same sampling settings for every agent.
+fine-tuning (no LoRA), ``beta`` 0, one device, one Llama configuration :func:`check_supported`
+accepts, and the same sampling settings for every agent.
 
 Example::
 

@@ -29,12 +29,11 @@ back after: a few system calls a question, not a completion.
 
 Python only runs signal handlers between bytecodes and in C code that checks for signals
 (CPython's big-integer power and ``re`` do; a single huge multiplication does not): C code that
-never checks cannot be interrupted, which is why ``sapo_env.scoring.safe_parsing`` bounds numbers
-before
-computing them and answers are bounded in size. Signals exist only in the main thread of the
-main interpreter on POSIX systems: where the timer cannot run (another thread, someone else's
-interval timer already running, Windows), the env scores in a child process that it kills
-when a node overruns its budget (``sapo_env.scoring.process_scoring``, chosen by
+never checks cannot be interrupted, which is why ``sapo_env.scoring.safe_parsing`` bounds
+numbers before computing them and answers are bounded in size. Signals exist only in the main
+thread of the main interpreter on POSIX systems: where the timer cannot run (another thread,
+someone else's interval timer already running, Windows), the env scores in a child process that
+it kills when a node overruns its budget (``sapo_env.scoring.process_scoring``, chosen by
 ``round_scoring.LocalScoring``). Called directly there, ``guarded_scores`` scores **without a
 time limit** (logged once); the other protections still apply.
 
