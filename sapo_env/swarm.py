@@ -84,7 +84,7 @@ from sapo_env.sampling import (
 from sapo_env.scoring.answers import get_extractor
 from sapo_env.scoring.round_scoring import LocalScoring, Scoring, Unanswered, score_round
 from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
-from sapo_env.types import Group, NodeInfo, Observation
+from sapo_env.types import Group, NodeInfo, Observation, StepResult
 
 
 class SwarmEnv(ParallelEnv):
@@ -187,9 +187,7 @@ class SwarmEnv(ParallelEnv):
 
     @one_at_a_time
     @paused_collection
-    def step(self, actions: dict[str, Any]) -> tuple[
-            dict[str, Observation], dict[str, float], dict[str, bool], dict[str, bool],
-            dict[str, NodeInfo]]:
+    def step(self, actions: dict[str, Any]) -> StepResult:
         """One synchronous round: validate, score, publish, assemble, return. A live node's
         action may also be ``{"offline": True}`` or ``None`` (offline), ``{"pending": True}``
         (still answering) or ``{"leave": True}``; late joiners join (``sapo_env.churn``). A call

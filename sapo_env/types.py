@@ -176,3 +176,9 @@ class NodeInfo(TypedDict, total=False):
     no_answer: int  #: its completions from which ``answer_format`` read no answer
     rejected_groups: int  #: its published groups that packet verification dropped
     rejected_groups_swarm: int  #: the round's published groups that verification dropped
+
+
+StepResult = tuple[dict[str, Observation], dict[str, float], dict[str, bool], dict[str, bool],
+                   dict[str, NodeInfo]]
+"""What ``env.step`` returns, by node: observations, rewards, terminations, truncations and
+infos (PettingZoo's order)."""
