@@ -69,7 +69,7 @@ import sapo_env.runtime
 from agents.simulated import SimulatedLearnerConfig, simulated_swarm
 from sapo_env.runtime.metrics import PAPER_WINDOW, moving_average
 from sapo_experiments.learners import TinyLearners
-from sapo_experiments.reproduce.config import BY_LABEL, EXPERIMENTS, ReproduceConfig, seeds_of
+from sapo_experiments.reproduce.config import BY_LABEL, CONDITIONS, ReproduceConfig, seeds_of
 
 logger = logging.getLogger("calibrate_sim")
 
@@ -128,9 +128,9 @@ class Target:
 
 
 PAPER = Target("paper", "the paper's 8 x Qwen2.5-0.5B (one seed)", 2000, {},
-               {e.label: e.paper for e in EXPERIMENTS if e.paper},
-               {e.label: 1 for e in EXPERIMENTS if e.paper},
-               {e.label: e.paper / EXPERIMENTS[0].paper for e in EXPERIMENTS if e.paper}, {})
+               {e.label: e.paper for e in CONDITIONS if e.paper},
+               {e.label: 1 for e in CONDITIONS if e.paper},
+               {e.label: e.paper / CONDITIONS[0].paper for e in CONDITIONS if e.paper}, {})
 
 
 def tiny_target(paths: Sequence[str | Path]) -> Target:

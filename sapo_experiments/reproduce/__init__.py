@@ -59,15 +59,16 @@ runs and resumes them), ``report`` (statistics, the table, what changed over the
 ``figures``, ``plan`` (what a sweep trains and for how long), ``cli``.
 """
 
+from sapo_env.deprecation import renamed
 from sapo_experiments.learners import AgentFactory, GRPOLearners, simulated_learners
 from sapo_experiments.reproduce.config import (
     BY_LABEL,
-    EXPERIMENTS,
+    CONDITIONS,
     FULL,
     QUICK,
     TINY_FULL,
     TINY_QUICK,
-    Experiment,
+    Condition,
     ReproduceConfig,
     RunSpec,
 )
@@ -78,13 +79,13 @@ from sapo_experiments.sweep import seeds_of
 
 __all__ = [
     "BY_LABEL",
-    "EXPERIMENTS",
+    "CONDITIONS",
     "FULL",
     "QUICK",
     "TINY_FULL",
     "TINY_QUICK",
     "AgentFactory",
-    "Experiment",
+    "Condition",
     "GRPOLearners",
     "ReproduceConfig",
     "ReproduceResult",
@@ -99,3 +100,5 @@ __all__ = [
     "smoothing_window",
     "verdict",
 ]
+
+__getattr__ = renamed(__name__, {"Experiment": "Condition", "EXPERIMENTS": "CONDITIONS"})
