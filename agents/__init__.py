@@ -27,8 +27,9 @@ from agents.ratio import (
     ScheduledRatio,
     ThompsonSampling,
 )
-from agents.replay import ReplayAgent
+from agents.replay import PlaybackAgent
 from agents.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
+from sapo_env.deprecation import renamed
 
 #: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
 #: top-level package named ``agents`` too; ``sapo_experiments`` checks this mark on import.
@@ -58,15 +59,18 @@ _LM_EXTRA = ("torch", "transformers", "peft", "gguf", "accelerate")
 
 __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
            "LearningProgress", "LinUCBRatio", "PoolQuality", "RandomAgent", "RatioFeatures",
-           "ReplayAgent",
+           "PlaybackAgent",
            "SB3Ratio", "ScheduledRatio", "SimulatedLearner", "SimulatedLearnerConfig",
            "ThompsonSampling",
            "adversarial_swarm", "simulated_swarm", *_LAZY]
 
 
+_renamed = renamed(__name__, {"ReplayAgent": "PlaybackAgent"}, stacklevel=3)
+
+
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
-        raise AttributeError(f"module 'agents' has no attribute {name!r}")
+        return _renamed(name)  # an old name, with a DeprecationWarning, or AttributeError
     try:
         module = importlib.import_module(_LAZY[name])
     except ModuleNotFoundError as error:
