@@ -4,10 +4,10 @@ llama.cpp, Ollama, a hosted endpoint): ``ServedAgent``.
 ``ServedAgent(base_url, model, config=ServedConfig(), num_external=4, seed=0)``:
 
 ``act(observation)``
-    asks the server for ``completions_per_question`` (G) completions of every question, as
+    asks the server for ``completions_per_question`` (L) completions of every question, as
     OpenAI chat-completions requests (``POST {base_url}/chat/completions``): the observation's
     system prompt and the question as the chat messages (the server applies the model's chat
-    template), ``n=G``, ``temperature``, ``max_tokens`` and, with a ``seed``, one request seed
+    template), ``n=L``, ``temperature``, ``max_tokens`` and, with a ``seed``, one request seed
     drawn from the agent's own generator. The requests of a round run up to
     ``max_concurrent_requests`` at a time. A server that ignores ``n`` (llama-cpp-python's
     server drops it and answers one completion) gets the missing completions as further
@@ -212,17 +212,17 @@ class ServedAgent(PlainState):
         return http.run_coroutine(self._act(observation, deadline))
 
     async def _act(self, observation: Observation, deadline: float) -> Action:
-        G = observation["completions_per_question"]
+        L = observation["completions_per_question"]
         questions = observation["questions"]
         system = observation["system_prompt"]
         messages = [([{"role": "system", "content": system}] if system else [])
                     + [{"role": "user", "content": q["prompt"]}] for q in questions]
         repeat = self.config.n_mode == "repeat" or self.server_ignores_n
-        first = [(k, 1) for k in range(len(questions)) for _ in range(G)] if repeat else [
-            (k, G) for k in range(len(questions))]
+        first = [(k, 1) for k in range(len(questions)) for _ in range(L)] if repeat else [
+            (k, L) for k in range(len(questions))]
         async with self.http_client() as client:
             replies = await self._ask(client, messages, first, deadline)
-            refill = self._refill(first, replies, G) if (
+            refill = self._refill(first, replies, L) if (
                 self.config.n_mode == "auto" and not repeat) else []
             refilled = await self._ask(client, messages, refill, deadline)
         if replies and all(reply.failed for reply in replies + refilled):
@@ -233,22 +233,22 @@ class ServedAgent(PlainState):
             texts[k] += reply.texts
         for (k, _), reply in zip(refill, refilled):
             texts[k] += reply.texts[:1]
-        self._counts["missing"] += sum(G - len(t) for t in texts)
-        completions = tuple(tuple(t + [""] * (G - len(t))) for t in texts)
+        self._counts["missing"] += sum(L - len(t) for t in texts)
+        completions = tuple(tuple(t + [""] * (L - len(t))) for t in texts)
         return {"completions": completions, "num_external": self.num_external}
 
-    def _refill(self, first: Sequence[tuple[int, int]], replies: Sequence[Reply], G: int
+    def _refill(self, first: Sequence[tuple[int, int]], replies: Sequence[Reply], L: int
                 ) -> list[tuple[int, int]]:
-        """``n_mode="auto"``: one ``n=1`` request for each completion the ``n=G`` requests
-        ``first`` lacked; a server that answered one choice to ``n=G`` ignores ``n`` (learnt
+        """``n_mode="auto"``: one ``n=1`` request for each completion the ``n=L`` requests
+        ``first`` lacked; a server that answered one choice to ``n=L`` ignores ``n`` (learnt
         here, for later rounds)."""
         short = [(k, reply) for (k, _), reply in zip(first, replies)
-                 if not reply.failed and len(reply.texts) < G]
-        if any(len(r.texts) == 1 and not r.malformed for _, r in short) and G > 1:
+                 if not reply.failed and len(reply.texts) < L]
+        if any(len(r.texts) == 1 and not r.malformed for _, r in short) and L > 1:
             self.server_ignores_n = True
             logger.info("the server at %s answers one completion to n=%d: asking for each "
-                        "completion in its own request from now on", self.base_url, G)
-        return [(k, 1) for k, reply in short for _ in range(G - len(reply.texts))]
+                        "completion in its own request from now on", self.base_url, L)
+        return [(k, 1) for k, reply in short for _ in range(L - len(reply.texts))]
 
     def learn(self, batch: Sequence[Group]) -> dict[str, float]:
         """No update of the served weights; the counts of the last ``act``'s requests, and the

@@ -42,10 +42,10 @@ class ServedConfig:
     max_tokens: int = 256
     """Most tokens the server generates per completion (the paper's 256)."""
     n_mode: NMode = "auto"
-    """How G completions of a question are asked for. ``"n"``: one request with ``n=G``
+    """How the L completions of a question are asked for. ``"n"``: one request with ``n=L``
     (vLLM, sglang, OpenAI); a server answering fewer leaves them empty (``missing``).
-    ``"repeat"``: G requests with ``n=1``, each with its own seed (servers without ``n``).
-    ``"auto"``: ``n=G`` first; where the server answers fewer, the missing ones are asked for
+    ``"repeat"``: L requests with ``n=1``, each with its own seed (servers without ``n``).
+    ``"auto"``: ``n=L`` first; where the server answers fewer, the missing ones are asked for
     with ``n=1`` requests, and once it has answered one choice to ``n>1`` (it ignores ``n``,
     as llama-cpp-python's server does) every later round uses ``"repeat"`` directly."""
     # Limits
