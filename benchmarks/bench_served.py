@@ -164,9 +164,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32,
                         help="most tokens a completion (default 32)")
     parser.add_argument("--threads", type=int, default=1,
-                        help="the server's CPU threads (default 1: on a machine busy with other "
-                        "work, llama.cpp's threads wait on each other, and a request takes "
-                        "many times longer)")
+                        help="the server's CPU threads (default 1: with 2 on a busy 2-core "
+                        "machine, llama.cpp's threads wait on each other, and one request "
+                        "took 59 s instead of 1)")
     parser.add_argument("--concurrency", default="8,1",
                         help="max_concurrent_requests values to measure (default 8,1)")
     parser.add_argument("--write", action="store_true", help="replace the section of "

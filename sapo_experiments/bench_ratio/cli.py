@@ -38,16 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"a smoke test of the wiring, not a benchmark: {QUICK['rounds']} "
                              f"rounds x {QUICK['seeds']} seeds in "
                              + " and ".join(QUICK["scenarios"]) + ", too short to rank any "
-                             "policy (its table says so; seconds on a CPU). To rank your own "
-                             "policy in minutes, drop it and give "
+                             "policy (its table says so; 16 s wall, 28 s CPU on an idle 2-core "
+                             "machine). To rank your own policy in minutes, drop it and give "
                              "--policies fixed-4 --policy MODULE:NAME: yours and fixed-4 against "
                              "each default scenario's best fixed ratio and oracle, "
-                             f"{FULL['seeds']} seeds x {FULL['rounds']} rounds (minutes on a "
-                             "CPU). With --track real: "
+                             f"{FULL['seeds']} seeds x {FULL['rounds']} rounds (8.4 min of "
+                             "CPU; 5.5 min wall on 2 cores at load 2-5). With --track real: "
                              "fixed-0 and fixed-4 (and yours, --policy) on "
                              f"{REAL_QUICK['seeds']} seeds x {REAL_QUICK['rounds']} rounds, "
-                             "ranked on the three scores with their CIs (exploratory; minutes "
-                             "on a CPU)")
+                             "ranked on the three scores with their CIs (exploratory; about 8 "
+                             "CPU-minutes)")
     parser.add_argument("--policies", nargs="+", default=None, metavar="LABEL",
                         help="policies to evaluate (default: " + " ".join(DEFAULT_POLICIES)
                              + "; real track: " + " ".join(TRACKS["real"].default_policies(False))
@@ -84,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="instead of the benchmark: on the training seeds, find each "
                              "scenario's best fixed ratio and oracle schedule and tune the "
                              "built-in policies, and write them into the tuning file (all 8 "
-                             "scenarios: about an hour on a CPU)")
+                             "scenarios: 46 min wall, 101 min of its runs' CPU on an idle 2-core "
+                             "machine)")
     parser.add_argument("--tuned", default=str(TUNED_FILE), metavar="PATH",
                         help="the tuning file (default: the committed one); 'none': no "
                              "tuning (defaults, no oracle)")
