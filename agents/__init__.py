@@ -35,8 +35,9 @@ from agents.ratio import (
 )
 from agents.scripted.demonstrator import DemonstratorAgent
 from agents.scripted.random_agent import RandomAgent
-from agents.scripted.replay import ReplayAgent
+from agents.scripted.replay import PlaybackAgent
 from agents.sim.simulated import SimulatedLearner, SimulatedLearnerConfig, simulated_swarm
+from sapo_env.deprecation import renamed
 from sapo_env.extras import require
 
 #: Marks this ``agents`` as sapo-env's. OpenAI's Agents SDK (``openai-agents``) installs a
@@ -66,16 +67,19 @@ _LAZY = {
 
 __all__ = ["EXP3", "AdversarialAgent", "DemonstratorAgent", "DiscountedUCB", "FixedRatio",
            "LearningProgress", "LinUCBRatio", "PoolQuality", "RandomAgent", "RatioFeatures",
-           "ReplayAgent",
+           "PlaybackAgent",
            "SB3Ratio", "ScheduledRatio", "SimulatedLearner", "SimulatedLearnerConfig",
            "ThompsonSampling",
            "adversarial_swarm", "simulated_swarm", *_LAZY]
+
+
+_renamed = renamed(__name__, {"ReplayAgent": "PlaybackAgent"}, stacklevel=3)
 
 
 def __getattr__(name: str) -> Any:
     if f"agents.{name}" in moved.MOVED:  # an old module path, as an attribute
         return importlib.import_module(f"agents.{name}")
     if name not in _LAZY:
-        raise AttributeError(f"module 'agents' has no attribute {name!r}")
+        return _renamed(name)  # an old name, with a DeprecationWarning, or AttributeError
     # a missing optional package: a ModuleNotFoundError naming its extra (sapo_env.extras)
     return getattr(require(_LAZY[name], f"agents.{name}"), name)

@@ -10,13 +10,12 @@ Run by hand (not a test):
 The honest test of a simulator is a prediction it was not fitted to. Two targets:
 
 - ``paper`` (the default): the paper's four I/J configurations (8 x Qwen2.5-0.5B, 2000
-  rounds, one seed). On one core about 7 minutes when the defaults still fit, up to ~20 when a
-  ``--set`` or a change to the learner moves the fit.
+  rounds, one seed). Minutes on one core when the defaults still fit, about three times as long
+  when a ``--set`` or a change to the learner moves the fit.
 - ``tiny``: the tiny transformer swarm of ``sapo-env reproduce --learner tiny`` (real GRPO
   learners, 200 rounds; its four configurations and two controls, every seed of the committed
   runs, read from their ``summary.json``). The simulated nodes play the same env: the tiny
-  sweep's tasks and system prompt, the same env seeds. 14 minutes a fit with three fits sharing
-  two cores.
+  sweep's tasks and system prompt, the same env seeds. A fit takes minutes.
 
 Exactly two free parameters of ``SimulatedLearnerConfig`` are fitted, each to one
 configuration's cumulative reward (mean over ``--fit-seeds`` seeds), and every other
@@ -70,7 +69,7 @@ import sapo_env.runtime
 from agents.sim.simulated import SimulatedLearnerConfig, simulated_swarm
 from sapo_env.runtime.metrics import PAPER_WINDOW, moving_average
 from sapo_experiments.learners import TinyLearners
-from sapo_experiments.reproduce.config import BY_LABEL, EXPERIMENTS, ReproduceConfig, seeds_of
+from sapo_experiments.reproduce.config import BY_LABEL, CONDITIONS, ReproduceConfig, seeds_of
 
 logger = logging.getLogger("calibrate_sim")
 
@@ -109,7 +108,7 @@ FITTED_TO = ("8/0", "4/4")  # the first free parameter is fitted to 8/0, the sec
 PAPER_SLOPES = np.array([[0.6, 0.1],
                          [0.26, 0.1]])
 """d log(cumulative reward) / d (log lr, discovery_logit), rows 8/0 and 4/4, as measured near
-the paper fit in the first calibration (2026-12-01); the fit refines them as it goes."""
+the paper fit in the first calibration; the fit refines them as it goes."""
 MAX_STEP = 1.0  # largest move of one search coordinate per step (e-fold of lr; 1 logit)
 FINITE_STEP = 0.3  # search-coordinate step that measures a slope when none is known
 
@@ -129,9 +128,9 @@ class Target:
 
 
 PAPER = Target("paper", "the paper's 8 x Qwen2.5-0.5B (one seed)", 2000, {},
-               {e.label: e.paper for e in EXPERIMENTS if e.paper},
-               {e.label: 1 for e in EXPERIMENTS if e.paper},
-               {e.label: e.paper / EXPERIMENTS[0].paper for e in EXPERIMENTS if e.paper}, {})
+               {e.label: e.paper for e in CONDITIONS if e.paper},
+               {e.label: 1 for e in CONDITIONS if e.paper},
+               {e.label: e.paper / CONDITIONS[0].paper for e in CONDITIONS if e.paper}, {})
 
 
 def tiny_target(paths: Sequence[str | Path]) -> Target:

@@ -2,14 +2,13 @@
 
 Run by hand (not a test):  python benchmarks/long_run.py [--rounds 100000] [--write]
 
-Target: over 100,000 rounds of 8 simulated learners (paper defaults, 4/4), the process's resident
-memory after warm-up grows by no more than 5%. The loop is ``sapo_env.runtime.play_round``, the
-round
-that ``sapo_env.runtime.run`` plays, without ``run``'s ``History``, which keeps every round's infos
-on
-purpose (for 100,000 rounds of 8 nodes that is the run's record, not a leak: see the note
-written into BENCHMARKS.md). Resident memory (VmRSS) is read from /proc every ``--every`` rounds;
-warm-up is the first ``--warmup`` rounds (caches of questions and datasets fill up there).
+Target: over 100,000 rounds of 8 simulated learners (paper defaults, 4/4), the process's
+resident memory after warm-up grows by no more than 5%. The loop is
+``sapo_env.runtime.play_round``, the round that ``sapo_env.runtime.run`` plays, without
+``run``'s ``History``, which keeps every round's infos on purpose (for 100,000 rounds of 8 nodes
+that is the run's record, not a leak: see the note written into BENCHMARKS.md). Resident memory
+(VmRSS) is read from /proc every ``--every`` rounds; warm-up is the first ``--warmup`` rounds
+(caches of questions and datasets fill up there).
 
 ``--write`` replaces the "## Long run" section of BENCHMARKS.md and writes the figure to
 ``benchmarks/long_run_rss.png``.

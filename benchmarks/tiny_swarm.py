@@ -33,16 +33,16 @@ cost and the allocator" subsection.
 ``--compare prompt-sharing`` times the batched swarm against itself instead:
 ``batched_swarm(share_prompts=True)`` (a prompt's completions read its keys and values once)
 against ``share_prompts=False`` (each reads its own copy), in the paper's round with the pool
-unfiltered, so that every node trains on 8 groups (4 own, 4 received: 8 distinct prompts, 64
-rows), the most a round can cost. The two swarms play round by round in turn (each goes
-first in turn) on envs of the same seed, so that a machine shared with other work loads both
-alike; in bfloat16 a third swarm, copied prompts in float32 (a round as it ran before prompt
-sharing), takes its turn with them, the baseline of issue 33's "2x per round". It also
-counts each round's matrix-product FLOPs (``torch.utils.flop_counter``: every ``bmm``,
-generation and the learn step's forward and backward, as run, padding included) on a few more
-rounds, and times a 2048 x 2048 matrix product on this CPU as its peak, in float32
-and bfloat16; shares of peak are of GFLOP per CPU second (process CPU time) on both sides.
-``--write`` replaces the "### Prompt-prefix sharing" subsection.
+unfiltered, so that every node trains on 8 groups (4 own, 4 received: 8 distinct prompts, 64 rows),
+the most a round can cost. The two swarms play round by round in turn (each goes first in turn) on
+envs of the same seed, so that a machine shared with other work loads both alike; in bfloat16 a
+third swarm, copied prompts in float32 (a round as it ran before prompt sharing), takes its turn
+with them, the baseline of prompt sharing's goal of 2x per round. It also counts each round's
+matrix-product FLOPs (``torch.utils.flop_counter``: every ``bmm``, generation and the learn step's
+forward and backward, as run, padding included) on a few more rounds, and times a 2048 x 2048
+matrix product on this CPU as its peak, in float32 and bfloat16; shares of peak are of GFLOP per
+CPU second (process CPU time) on both sides. ``--write`` replaces the "### Prompt-prefix sharing"
+subsection.
 """
 
 from __future__ import annotations

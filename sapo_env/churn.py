@@ -23,17 +23,16 @@ A real swarm's machines come and go. The env's contract, in PettingZoo's terms:
   questions, the pool, an empty batch), reward 0.0, ``terminations``/``truncations`` False
   and info ``{"status": "joined", ...}``; from round 50 on it is a node like any other.
 
-- **Pending** (asynchronous nodes): a live node's action is ``{"pending": True}``
-  (``PENDING``): it is still answering the questions it holds. Like an offline node it
-  contributes nothing this round, does not train, gets reward 0.0 and info ``{"status":
-  "pending", ...}``, but it keeps its questions: its next observations carry the same ones
-  (with the pool of the moment), and the action that finally answers them is scored against
-  them. Its groups are stamped with the round of their questions, so they reach the pool only
-  while that round is inside the pool window (``infos[node]["staleness"]`` is the rounds they
-  waited, ``infos[node]["stale_unshared"]`` the shared groups too old to publish); the node
-  still trains on them. ``sapo_env.runtime.run(..., deadline=...)`` sends it for remote nodes that
-  miss
-  the round's deadline.
+- **Pending** (asynchronous nodes): a live node's action is ``{"pending": True}`` (``PENDING``):
+  it is still answering the questions it holds. Like an offline node it contributes nothing this
+  round, does not train, gets reward 0.0 and info ``{"status": "pending", ...}``, but it keeps
+  its questions: its next observations carry the same ones (with the pool of the moment), and
+  the action that finally answers them is scored against them. Its groups are stamped with the
+  round of their questions, so they reach the pool only while that round is inside the pool
+  window (``infos[node]["staleness"]`` is the rounds they waited,
+  ``infos[node]["stale_unshared"]`` the shared groups too old to publish); the node still trains
+  on them. ``sapo_env.runtime.run(..., deadline=...)`` sends it for remote nodes that miss the
+  round's deadline.
 
 Every node that played the round normally has ``infos[node]["status"] == "online"``.
 ``sapo_env.runtime.run`` records a reward only for nodes that played (NaN elsewhere), and only they
@@ -49,6 +48,8 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+
+from sapo_env.types import NodeInfo
 
 STATUSES = ("online", "offline", "pending", "left", "joined")
 """``infos[node]["status"]`` values (see the module docstring)."""
@@ -137,7 +138,7 @@ def present_at_start(names: list[str], join_rounds: Mapping[str, int] | None) ->
     return [a for a in names if a not in (join_rounds or {})]
 
 
-def absent_info(status: str, num_external: int) -> dict[str, Any]:
+def absent_info(status: str, num_external: int) -> NodeInfo:
     """The info of a node that did not play the round (offline, pending, left or just
     joined)."""
     return {"status": status, "num_external": num_external, "generated_completions": 0}

@@ -94,24 +94,24 @@ class SwarmConfig:
     """Longest completion accepted, in characters (longer is an input error, not a truncation)."""
     max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
     """Longest extracted answer that is scored, in characters: a longer one scores 0 without
-    being parsed and counts in ``infos[node]["scoring_failures"]["too_long"]``. The default,
-    2048, is about ten times the longest honest answer of the paper's nine tasks (binary_matrix
-    at n = 10: 199); raise it for tasks with longer answers (at reasoning-gym's default configs
-    tower_of_hanoi reaches 4063 characters, palindrome_partitioning 6608)."""
+    being parsed and counts in ``infos[node]["scoring_failures"]["too_long"]``. 2048: about ten
+    times the longest honest answer of the paper's nine tasks (docs/provenance.md, "Scoring
+    limits"); raise it for tasks with longer answers, such as tower_of_hanoi and
+    palindrome_partitioning."""
     score_time_limit: float | None = DEFAULT_TIME_LIMIT
-    """Seconds one completion's extraction and scoring may take before it is interrupted; it
-    then scores 0 and counts in ``infos[node]["scoring_failures"]["timeout"]`` (None: no limit).
-    The default, 1.0, is about four times the slowest honest score of any reasoning-gym task
-    (intermediate_integration, 0.24 s; the paper's nine take under 5 ms). Enforced with SIGALRM
-    in the main thread on POSIX only (see ``sapo_env.scoring.guard``); a run whose scoring hits
-    it depends on the machine's speed, so it is no longer reproducible from its seed."""
+    """Seconds one completion's extraction and scoring may take before it is interrupted; it then
+    scores 0 and counts in ``infos[node]["scoring_failures"]["timeout"]`` (None: no limit). 1.0:
+    about four times the slowest honest score of any reasoning-gym task (docs/provenance.md,
+    "Scoring limits"). Enforced with SIGALRM in the main thread on POSIX only (see
+    ``sapo_env.scoring.guard``); a run whose scoring hits it depends on the machine's speed, so it
+    is no longer reproducible from its seed."""
     node_score_budget: float | None = 10.0
     """Seconds of scoring each node gets per round, all its completions together, then the
-    re-scoring of its packets and the reading of their log-probs (None: none).
-    What it no longer covers scores 0 unscored (``scoring_failures["budget"]``): one node's
-    64 slow answers delay a round by about this, not by 64 time limits. 10 s is over fifteen
-    times what the paper's nine tasks need at 16 questions a node; raise it for slow tasks
-    (intermediate_integration: up to 0.24 s a completion)."""
+    re-scoring of its packets and the reading of their log-probs (None: none). What it no longer
+    covers scores 0 unscored (``scoring_failures["budget"]``): one node's 64 slow answers delay a
+    round by about this, not by 64 time limits. 10 s: over fifteen times what the paper's nine
+    tasks need at 16 questions a node (docs/provenance.md, "Scoring limits"); raise it for slow
+    tasks such as intermediate_integration."""
     round_score_budget: float | None = None
     """Seconds of scoring the whole round gets, all nodes together (None: only each node's
     ``node_score_budget``). Each node then gets an equal share, ``round_score_budget /
@@ -172,17 +172,15 @@ class SwarmConfig:
     adversaries: Mapping[str, TransportAttack] | None = None
     """Nodes whose published groups are forged on the way to the pool, as a node building its
     own packets could send them: node -> ``"forge_rewards"``, ``"forge_metadata"`` or
-    ``"duplicate_spam"`` (:mod:`sapo_env.defenses.transport_attacks`; ``adversaries.assign(n, 0.3,
-    attack)``
-    names the last 30% of the nodes). Attacks made of text alone are agents
+    ``"duplicate_spam"`` (:mod:`sapo_env.defenses.transport_attacks`; ``adversaries.assign(n,
+    0.3, attack)`` names the last 30% of the nodes). Attacks made of text alone are agents
     (``agents.hostile.adversarial``)."""
     verify_packets: bool = True
     """Re-derive every published group's question and answer from its ``ref``, re-score its
-    completions, and drop it if anything differs, if its source was not dealt that question
-    this round or already published it (:mod:`sapo_env.defenses.packets`); infos count the drops
+    completions, and drop it if anything differs, if its source was not dealt that question this
+    round or already published it (:mod:`sapo_env.defenses.packets`); infos count the drops
     (``rejected_groups``); packets pass :mod:`sapo_env.defenses.packet_schema` whatever this is.
-    Only
-    forged packets ever fail: groups the env built itself pass by construction."""
+    Only forged packets ever fail: groups the env built itself pass by construction."""
     max_external_per_source: int | None = None
     """At most this many external groups from one source in a node's training set (None: no
     cap): bounds what any one node, spammer or poisoner, can put in another's batch. Works

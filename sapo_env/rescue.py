@@ -8,12 +8,13 @@ answer, with advantages computed in the sender's own group. ``SwarmConfig.rescue
 groups (*rescue candidates*) in the node's training set in place of its all-fail group; the
 agent then decides how much each counts (``agents.GRPOConfig.rescue_gate``).
 
-This is GRAFT's targeted exchange (arXiv 2609.37868) as an env option, read as: a completion
-*succeeds* when its score is 1 (reasoning-gym's full credit; partial credit such as 0.5 for a
-right number in another form is not a success); a group *all-failed* when none of its
-completions succeeded; a candidate is another node's group on the same question (same
-``ref``: task, seed and index) with ``1 <= k < L`` successes. The rest of GRAFT (which
-candidate, the compatibility gate, training peer data last) is the agent's.
+This is GRAFT's targeted exchange (arXiv 2609.37868) as an env option (the reading of GRAFT it
+rests on: docs/provenance.md, "GRAFT"). A completion *succeeds* when its score is 1
+(reasoning-gym's full credit; partial credit such as 0.5 for a right number in another form is not
+a success); a group *all-failed* when none of its completions succeeded; a candidate is another
+node's group on the same question (same ``ref``: task, seed and index) with ``1 <= k < L``
+successes. The rest of GRAFT (which candidate, the compatibility gate, training peer data last) is
+the agent's.
 
 *Complementarity* is the diagnostic GRAFT reports beside its gain: of a node's all-fail
 questions this round, the share that some other node solved (at least one success in its

@@ -84,7 +84,7 @@ from sapo_env.sampling import (
 from sapo_env.scoring.answers import get_extractor
 from sapo_env.scoring.round_scoring import LocalScoring, Scoring, Unanswered, score_round
 from sapo_env.tasks import DrawnQuestion, QuestionSource, reference_answer
-from sapo_env.types import Group, Observation
+from sapo_env.types import Group, NodeInfo, Observation, StepResult
 
 
 class SwarmEnv(ParallelEnv):
@@ -144,7 +144,7 @@ class SwarmEnv(ParallelEnv):
     @paused_collection
     def reset(
         self, seed: int | None = None, options: dict | None = None
-    ) -> tuple[dict[str, Observation], dict[str, dict]]:
+    ) -> tuple[dict[str, Observation], dict[str, NodeInfo]]:
         """Start a run. ``seed`` fixes everything; without one, a reset continues from the last
         seed's stream (a new, different run). ``options={"state": state}`` instead puts the env
         back in a state :meth:`state_dict` returned (here or in another process) and returns
@@ -187,7 +187,7 @@ class SwarmEnv(ParallelEnv):
 
     @one_at_a_time
     @paused_collection
-    def step(self, actions: dict[str, Any]):
+    def step(self, actions: dict[str, Any]) -> StepResult:
         """One synchronous round: validate, score, publish, assemble, return. A live node's
         action may also be ``{"offline": True}`` or ``None`` (offline), ``{"pending": True}``
         (still answering) or ``{"leave": True}``; late joiners join (``sapo_env.churn``). A call
@@ -332,8 +332,8 @@ class SwarmEnv(ParallelEnv):
     def _infos(self, groups: dict[str, list[Group]], scores: dict[str, np.ndarray],
                flat: np.ndarray, failures: dict[str, dict[str, int]],
                parsed: dict[str, ParsedAction], assemblies: dict[str, Assembly],
-               rejected: Counter) -> dict[str, dict[str, Any]]:
-        """Per-node facts of the round; deterministic values only (no timings)."""
+               rejected: Counter) -> dict[str, NodeInfo]:
+        """Per-node facts of the round (:class:`sapo_env.types.NodeInfo`)."""
         run = self._run
         taken = Counter(g["source"] for a in parsed for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)

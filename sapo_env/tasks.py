@@ -75,7 +75,7 @@ def dataset_for(ref: QuestionRef) -> ProceduralDataset:
 # Entries drawn lately, so that agents re-deriving a question of this round through its ref
 # (demonstrators, simulated learners) look it up instead of generating it a second time, and a
 # sweep that replays one seed's questions under another policy finds them. Sized for a whole
-# 300-round run of 8 nodes at the paper's B=8 (19,200 entries, about 40 MB), and so for one
+# 300-round run of 8 nodes at the paper's B=8 (19,200 entries), and so for one
 # round of a 4,000-node swarm.
 @lru_cache(maxsize=32768)
 def _entry(task: str, config_items: tuple, seed: int, index: int) -> dict[str, Any]:

@@ -1,14 +1,14 @@
 """The data that crosses the environment boundary, as typed dictionaries.
 
-Observations, actions and groups are plain ``dict``/``tuple``/``numpy`` values (Gymnasium's
-``Dict`` and ``Sequence`` spaces require exactly those types); these ``TypedDict`` classes
-document their keys for readers and type checkers.
+Observations, actions, groups and infos are plain ``dict``/``tuple``/``numpy`` values
+(Gymnasium's ``Dict`` and ``Sequence`` spaces require exactly those types); these ``TypedDict``
+classes document their keys for readers and type checkers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 from typing_extensions import NotRequired
@@ -131,3 +131,54 @@ class Action(TypedDict):
     logprobs: NotRequired[Any]
     #: optional, only with ``logprobs``: the ids of those tokens (ints in [0, 2**31))
     token_ids: NotRequired[Any]
+
+
+class NodeInfo(TypedDict, total=False):
+    """``infos[node]`` of a step: the node's facts of the round, deterministic values only (no
+    timings), as a plain ``dict``.
+
+    ``reset`` gives every node an empty info. In a step, every node returned gets ``status``,
+    ``num_external`` and ``generated_completions``; a node that played the round (``status ==
+    "online"``) gets every key below, one that did not (offline, pending, left or just joined:
+    :mod:`sapo_env.churn`) only those three. A value of None means "nothing to average".
+    """
+
+    status: Literal["online", "offline", "pending", "left", "joined"]  #: ``churn.STATUSES``
+    num_external: int  #: J in force this round
+    generated_completions: int  #: completions the node generated this round: its generation cost
+    task_scores: dict[str, float]  #: mean score of its groups per task, tasks sorted by name
+    local_groups: int  #: own groups in its training set (I, less any shortfall and rescues)
+    external_groups: int  #: external groups in its training set
+    local_shortfall: int  #: own groups asked for but not available (never padded)
+    external_shortfall: int  #: external groups asked for but not available (never padded)
+    pool_size: int  #: external candidates before the filter
+    pool_size_filtered: int  #: external candidates after the filter
+    #: the filtered candidates' mean group reward (None: no candidate)
+    pool_mean_reward_filtered: float | None
+    zero_advantage_fraction: float | None  #: of its own groups (None: it answered nothing)
+    all_fail_groups: int  #: own groups in which no completion scored 1
+    #: of the all-fail groups' questions, the share another node solved this round (None:
+    #: no all-fail group; :mod:`sapo_env.rescue`)
+    complementarity: float | None
+    rescued_groups: int  #: own groups replaced by rescue groups (``SwarmConfig.rescue``)
+    #: mean reward over every completion of its training set, received groups included (None:
+    #: an empty training set)
+    batch_mean_reward: float | None
+    shared_groups: int  #: own groups it chose to share this round
+    staleness: int  #: rounds its answers arrived late (0 but for a pending node's late action)
+    stale_unshared: int  #: shared groups too old for the pool window, so not published
+    shared_mean_reward: float | None  #: mean reward of its shared groups (None: none shared)
+    #: its groups in other nodes' training sets (a group two nodes took counts twice)
+    taken_by_others: int
+    #: its completions that scored 0 because scoring failed, by reason
+    #: (``sapo_env.scoring.guard.FAILURE_REASONS``: every reason, 0 included)
+    scoring_failures: dict[str, int]
+    no_answer: int  #: its completions from which ``answer_format`` read no answer
+    rejected_groups: int  #: its published groups that packet verification dropped
+    rejected_groups_swarm: int  #: the round's published groups that verification dropped
+
+
+StepResult = tuple[dict[str, Observation], dict[str, float], dict[str, bool], dict[str, bool],
+                   dict[str, NodeInfo]]
+"""What ``env.step`` returns, by node: observations, rewards, terminations, truncations and
+infos (PettingZoo's order)."""

@@ -7,9 +7,9 @@
     sapo-env bench-ratio [--quick] [--sb3-model PATH]   adaptive I:J policies vs fixed ratios
     sapo-env attack [--quick] [--attacks A ...]         hostile nodes vs defenses (simulated)
     sapo-env format-propagation [--quick] [--seeds S]   does the <answer> format spread among
-                                                        SmolLM2 LoRA nodes? (CPU, 1.6 h wall)
+                                                        SmolLM2 LoRA nodes? (CPU, hours)
     sapo-env warm-start [--tasks T ...] [--target A]    train a tiny model on reasoning-gym
-                                                        tasks, cached (CPU, 147 s)
+                                                        tasks, cached (CPU, minutes)
     sapo-env --version
 
 Each subcommand is a function taking the parsed arguments; add one by registering it in

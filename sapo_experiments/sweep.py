@@ -239,12 +239,13 @@ def run_sweep(config: Config, compute: Callable[[Any], RunFile],
     return result
 
 
-def group_runs(finished: Finished, cell: Callable[[Any], Hashable]
+def group_runs(finished: Finished, condition: Callable[[Any], Hashable]
                ) -> dict[Any, list[dict[str, Any]]]:
-    """The runs by cell (``cell(spec)``), cells in the order they come, seeds in order."""
+    """The runs by condition (``condition(spec)``: the key of a run's condition), conditions in
+    the order they come, seeds in order."""
     grouped: dict[Any, list[dict[str, Any]]] = {}
     for spec, run in finished:
-        grouped.setdefault(cell(spec), []).append(run)
+        grouped.setdefault(condition(spec), []).append(run)
     return grouped
 
 

@@ -126,22 +126,20 @@ class TinyLearners:
     node by node, faster)."""
     share_prompts: bool = True
     """The batched swarm's completions read their prompt's keys and values once
-    (``batched_swarm(share_prompts=...)``, 1.37-1.44x less CPU a round in float32; BENCHMARKS.md).
-    Its results equal the copied path's to float rounding, not bit for bit: a run follows the
-    copied one until a rounding difference flips a sampled token (round 64 of a measured
-    100-round run). False
-    repeats the runs in docs/tiny-reproduce/ made before it existed."""
+    (``batched_swarm(share_prompts=...)``, for less CPU a round: BENCHMARKS.md, "Prompt-prefix
+    sharing"). Its results equal the copied path's to float rounding, not bit for bit: a run
+    follows the copied one until a rounding difference flips a sampled token. False repeats the
+    runs in docs/tiny-reproduce/ made before it existed."""
     torch_threads: int | None = 1
     """torch threads of the process: models this small run fastest on one thread, and a
     sweep runs one run per core (None: torch's default)."""
     dtype: str = "auto"
     """Compute dtype of acting and learning: ``"auto"`` (``GRPOConfig``'s: float32 on a CPU,
-    bfloat16 on a GPU), ``"float32"``, ``"bfloat16"``, or ``"fast"``: bfloat16 where this
-    machine multiplies it natively (a GPU, or a CPU with AVX512-BF16 or AMX), else float32.
-    In bfloat16 the matrix products run under autocast while weights and Adam's moments stay
-    float32: 1.7x faster a run on this project's CPUs (BENCHMARKS.md, "The main job"), but
-    rounded otherwise than the float32 runs in docs/tiny-reproduce/, so not the same runs.
-    The warm starts are float32 whatever this says."""
+    bfloat16 on a GPU), ``"float32"``, ``"bfloat16"``, or ``"fast"``: bfloat16 where this machine
+    multiplies it natively (a GPU, or a CPU with AVX512-BF16 or AMX), else float32. In bfloat16 the
+    matrix products run under autocast while weights and Adam's moments stay float32: a faster run
+    (BENCHMARKS.md, "The main job"), but rounded otherwise than the float32 runs in
+    docs/tiny-reproduce/, so not the same runs. The warm starts are float32 whatever this says."""
 
     def __post_init__(self) -> None:
         for name, allowed in (("off_policy_correction", CORRECTIONS),

@@ -19,8 +19,9 @@ ARITHMETIC = [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_di
 
 @pytest.fixture(scope="module")
 def one_torch_thread():
-    """Tiny models run ~30x faster on one thread when the 2 cores are shared (OpenMP threads
-    spin waiting for each other); restored afterwards for the rest of the session."""
+    """Tiny models run many times faster on one thread when the cores are shared with other
+    work (OpenMP threads spin waiting for each other; docs/testing.md, "Measured here");
+    restored afterwards for the rest of the session."""
     import torch
 
     previous = torch.get_num_threads()

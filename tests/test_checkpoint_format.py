@@ -260,9 +260,9 @@ except ValueError as error:
 
 
 def test_a_forged_dtype_in_a_planted_checkpoint_neither_crashes_nor_loads(tmp_path):
-    """Issue 34, break 2: in sapo-env 0.6 reading this file made numpy dereference
-    0x4141414141414141 (a segfault). It runs in a child process, which a crash cannot take
-    the test session down with."""
+    """A planted pickle checkpoint whose array claims a forged dtype is refused unread:
+    unpickled, it makes numpy dereference 0x4141414141414141 (a segfault). The resume runs in
+    a child process, which a crash cannot take the test session down with."""
     path = tmp_path / "run.ckpt"
     path.write_bytes(pickle.dumps({"format": 1, "run": {"seed": _ForgedArray()}},
                                   protocol=pickle.HIGHEST_PROTOCOL))

@@ -24,7 +24,7 @@ from sapo_env import make_observation  # noqa: E402
 SYSTEM = "Answer in <answer> tags."
 QUESTIONS = ("What is 1 + 2?", "Calculate 14 * 2.")
 
-# tiny models on a shared 2-core machine: see one_torch_thread in conftest.py
+# tiny models on a shared machine: see one_torch_thread in conftest.py
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

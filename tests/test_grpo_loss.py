@@ -12,7 +12,7 @@ from hand_grpo import hand_token_losses  # noqa: E402
 
 from agents.lm.loss import grpo_loss, token_logprobs  # noqa: E402
 
-# tiny models on a shared 2-core machine: see one_torch_thread in conftest.py
+# tiny models on a shared machine: see one_torch_thread in conftest.py
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

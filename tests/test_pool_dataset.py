@@ -1,7 +1,6 @@
-"""The pool as a dataset: each packet's fate (``SwarmEnv.last_packets``), the
-Parquet recorder (``sapo_env.runtime.pool_dataset``) and the replay node
-(``agents.scripted.replay``): a run written, read back with ``datasets`` and replayed gives the same
-pool and rewards."""
+"""The pool as a dataset: each packet's fate (``SwarmEnv.last_packets``), the Parquet recorder
+(``sapo_env.runtime.pool_dataset``) and the playback node (``agents.scripted.replay``): a run
+written, read back with ``datasets`` and played back gives the same pool and rewards."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from conftest import ARITHMETIC
 import sapo_env
 import sapo_env.runtime
 from agents import DemonstratorAgent
-from agents.scripted.replay import ReplayAgent
+from agents.scripted.replay import PlaybackAgent
 from sapo_env.defenses.publication import RAW_CHARS, safe_repr
 
 NEEDS_DATASETS = "the pool dataset needs the 'data' extra: pip install 'sapo-env[data]'"
@@ -99,7 +98,7 @@ def test_the_same_seed_gives_the_same_packets():
     assert first == fates() and "duplicate" in {status for _, status, _ in first}
 
 
-# --- the dataset and the replay --------------------------------------------------------------
+# --- the dataset and the playback ------------------------------------------------------------
 def record(tmp_path, agents, name="pool", seed=0, flush_bytes=None, **swarm):
     from sapo_env.runtime.pool_dataset import PoolDatasetCallback
 
@@ -111,7 +110,7 @@ def record(tmp_path, agents, name="pool", seed=0, flush_bytes=None, **swarm):
     return history, tmp_path / name
 
 
-def test_a_run_written_read_and_replayed_gives_the_same_pool_and_rewards(tmp_path):
+def test_a_run_written_read_and_played_back_gives_the_same_pool_and_rewards(tmp_path):
     datasets = pytest.importorskip("datasets", reason=NEEDS_DATASETS)
     history, path = record(tmp_path, demonstrators)
     files = sorted(p.name for p in path.iterdir())
@@ -125,10 +124,10 @@ def test_a_run_written_read_and_replayed_gives_the_same_pool_and_rewards(tmp_pat
     assert len(row["completions"]) == len(row["rewards"]) == len(row["advantages"]) == 4
     assert row["ref"]["task"] == row["task"] == "basic_arithmetic"
 
-    def replayed(names):  # node_2 from the dataset, the others as they were
-        return {**demonstrators(names), "node_2": ReplayAgent(pool, "node_2")}
+    def played_back(names):  # node_2 from the dataset, the others as they were
+        return {**demonstrators(names), "node_2": PlaybackAgent(pool, "node_2")}
 
-    again, path_again = record(tmp_path, replayed, name="again")
+    again, path_again = record(tmp_path, played_back, name="again")
     np.testing.assert_array_equal(again.rewards, history.rewards)
     assert again.infos == history.infos
     from sapo_env.runtime.pool_dataset import load_pool_dataset
@@ -136,14 +135,14 @@ def test_a_run_written_read_and_replayed_gives_the_same_pool_and_rewards(tmp_pat
     assert load_pool_dataset(path_again).to_list() == pool.to_list()
 
 
-def test_a_whole_swarm_replayed_from_the_dataset_is_the_recorded_run(tmp_path):
+def test_a_whole_swarm_played_back_from_the_dataset_is_the_recorded_run(tmp_path):
     pytest.importorskip("datasets", reason=NEEDS_DATASETS)
     history, path = record(tmp_path, demonstrators)
 
-    def replayed(names):
-        return {a: ReplayAgent.from_parquet(path, a) for a in names}
+    def played_back(names):
+        return {a: PlaybackAgent.from_parquet(path, a) for a in names}
 
-    again, _ = record(tmp_path, replayed, name="again")
+    again, _ = record(tmp_path, played_back, name="again")
     np.testing.assert_array_equal(again.rewards, history.rewards)
 
 
@@ -160,11 +159,11 @@ def test_refused_packets_survive_the_round_trip(tmp_path):
     unread = pool.filter(lambda r: r["sender"] == "node_1")
     assert all(r["id"] is None and r["completions"] is None and 0 < len(r["raw"]) <= RAW_CHARS
                for r in unread if not r["accepted"])
-    replay = ReplayAgent(pool, "node_2")  # its sybils are not its groups: only its own
-    assert replay.rounds == [0, 1]
+    playback = PlaybackAgent(pool, "node_2")  # its sybils are not its groups: only its own
+    assert playback.rounds == [0, 1]
 
 
-def test_a_replay_dealt_other_questions_raises_or_skips(tmp_path):
+def test_a_playback_dealt_other_questions_raises_or_skips(tmp_path):
     pytest.importorskip("datasets", reason=NEEDS_DATASETS)
     from sapo_env.runtime.pool_dataset import load_pool_dataset
 
@@ -173,13 +172,13 @@ def test_a_replay_dealt_other_questions_raises_or_skips(tmp_path):
     env = sapo_env.parallel_env(**SWARM)
     observations, _ = env.reset(seed=1)  # another seed: other questions
     with pytest.raises(KeyError, match="node_0: no recorded group for question"):
-        ReplayAgent(pool, "node_0").act(observations["node_0"])
-    skipping = ReplayAgent(pool, "node_0", on_missing="skip")
+        PlaybackAgent(pool, "node_0").act(observations["node_0"])
+    skipping = PlaybackAgent(pool, "node_0", on_missing="skip")
     action = skipping.act(observations["node_0"])
     assert action["share"] == (0, 0) and skipping.missing == 2
     assert action["completions"] == (("",) * 4,) * 2
     with pytest.raises(ValueError, match="no readable group sent by 'node_9'"):
-        ReplayAgent(pool, "node_9")
+        PlaybackAgent(pool, "node_9")
 
 
 def test_a_resumed_run_keeps_the_files_of_the_rounds_before_it(tmp_path):
@@ -217,7 +216,7 @@ class WithLogprobs(DemonstratorAgent):
                 "token_ids": tuple(tuple(tuple(range(k)) for k in q) for q in n_tokens)}
 
 
-def test_the_senders_log_probabilities_are_recorded_and_replayed(tmp_path):
+def test_the_senders_log_probabilities_are_recorded_and_played_back(tmp_path):
     pytest.importorskip("datasets", reason=NEEDS_DATASETS)
     from sapo_env.runtime.pool_dataset import load_pool_dataset
 
@@ -230,10 +229,10 @@ def test_the_senders_log_probabilities_are_recorded_and_replayed(tmp_path):
     assert all(len(r["logprobs"]) == 4 and r["logprobs"][0][0] == -0.25 for r in rows)
     assert all(r["logprobs"] is None for r in pool if r["sender"] != "node_2")
 
-    def replayed(names):
-        return {**demonstrators(names), "node_2": ReplayAgent(pool, "node_2")}
+    def played_back(names):
+        return {**demonstrators(names), "node_2": PlaybackAgent(pool, "node_2")}
 
-    again, path_again = record(tmp_path, replayed, name="again")
+    again, path_again = record(tmp_path, played_back, name="again")
     np.testing.assert_array_equal(again.rewards, history.rewards)
     assert load_pool_dataset(path_again).to_list() == pool.to_list()
 
@@ -322,7 +321,7 @@ def test_the_docs_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(code, "pool-dataset.md", "exec"), namespace)
-    assert namespace["replayed"].rounds == 3 and namespace["pool"].num_rows == 3 * 4 * 4
+    assert namespace["played"].rounds == 3 and namespace["pool"].num_rows == 3 * 4 * 4
 
 
 def test_the_fates_docstring_example_runs():

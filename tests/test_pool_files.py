@@ -1,6 +1,6 @@
 """A pool dataset's files as untrusted input: ``load_pool_dataset`` refuses a file with other
 columns, a value longer than a packet may carry or more bytes than its size can honestly
-decode to, naming the file and the field, before ``datasets`` builds a cache; ``ReplayAgent``
+decode to, naming the file and the field, before ``datasets`` builds a cache; ``PlaybackAgent``
 refuses a row a packet could not carry when it is built, not at an ``act``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import pytest
 from test_pool_dataset import NEEDS_DATASETS, demonstrators, record
 
-from agents.scripted.replay import ReplayAgent
+from agents.scripted.replay import PlaybackAgent
 
 pytest.importorskip("datasets", reason=NEEDS_DATASETS)
 import pyarrow as pa  # noqa: E402 (with datasets, always)
@@ -140,42 +140,42 @@ def test_a_recorded_pool_passes_the_checks_as_it_was(tmp_path):
     ("ref", {"task": "t", "config": "{", "seed": 1, "index": 0}, "field 'ref'"),
     ("num_external", -1, "field 'num_external' must be an int >= 0"),
 ])
-def test_a_replay_refuses_a_row_a_packet_could_not_carry_when_it_is_built(field, value, match):
+def test_a_playback_refuses_a_row_a_packet_could_not_carry_when_it_is_built(field, value, match):
     good = [row(), row(id="node_0/r0/q1", ref={"task": "t", "config": "{}", "seed": 1,
                                                "index": 1})]
-    ReplayAgent(good, "node_0")  # the rows as they were
+    PlaybackAgent(good, "node_0")  # the rows as they were
     with pytest.raises(ValueError, match=match) as error:
-        ReplayAgent([good[1], row(**{field: value})], "node_0")
+        PlaybackAgent([good[1], row(**{field: value})], "node_0")
     assert "node_0: row 1" in str(error.value)
-    ReplayAgent([good[1], row(sender="node_1", source="node_1", **{field: value})],
-                "node_0")  # another node's rows are not its to replay
+    PlaybackAgent([good[1], row(sender="node_1", source="node_1", **{field: value})],
+                "node_0")  # another node's rows are not its to play back
 
 
-def test_a_replay_refuses_rows_of_several_group_sizes_when_it_is_built():
+def test_a_playback_refuses_rows_of_several_group_sizes_when_it_is_built():
     three = {"completions": ["2"] * 3, "rewards": [1.0] * 3, "advantages": [0.0] * 3}
-    ReplayAgent([row(**three)], "node_0")  # alone, 3 is its L
+    PlaybackAgent([row(**three)], "node_0")  # alone, 3 is its L
     with pytest.raises(ValueError, match="node_0: row 1: 3 completions, where row 0 has 4"):
-        ReplayAgent([row(), row(id="node_0/r0/q1", **three)], "node_0")
+        PlaybackAgent([row(), row(id="node_0/r0/q1", **three)], "node_0")
 
 
-def test_a_replay_whose_recorded_j_is_beyond_the_train_budget_says_so():
-    replay = ReplayAgent([row(), row(round=1, num_external=9, id="node_0/r1/q0")], "node_0")
+def test_a_playback_whose_recorded_j_is_beyond_the_train_budget_says_so():
+    playback = PlaybackAgent([row(), row(round=1, num_external=9, id="node_0/r1/q0")], "node_0")
     question = {"id": "node_0/r0/q0", "ref": {"task": "t", "config": {}, "seed": 1, "index": 0}}
     observation = {"round": 0, "completions_per_question": 4, "num_external": 2,
                    "train_budget": 4, "questions": (question,)}
     with pytest.raises(ValueError, match="J recorded for round 1, 9, is beyond the env's "
                                          "train_budget 4"):
-        replay.act(observation)
-    assert replay.act({**observation, "train_budget": 9})["num_external"] == 9
+        playback.act(observation)
+    assert playback.act({**observation, "train_budget": 9})["num_external"] == 9
 
 
-def test_a_replay_sends_its_per_token_values_as_float32_and_int32_arrays():
+def test_a_playback_sends_its_per_token_values_as_float32_and_int32_arrays():
     ref = {"task": "t", "config": json.dumps({"a": 1}), "seed": 1, "index": 0}
-    replay = ReplayAgent([row(ref=ref, logprobs=[[-0.5, -1.0]] * 4, token_ids=[[7, 8]] * 4)],
-                         "node_0")
+    playback = PlaybackAgent(
+        [row(ref=ref, logprobs=[[-0.5, -1.0]] * 4, token_ids=[[7, 8]] * 4)], "node_0")
     observation = {"round": 0, "completions_per_question": 4, "num_external": 2,
                    "train_budget": 4,
                    "questions": ({"id": "node_0/r0/q0", "ref": {**ref, "config": {"a": 1}}},)}
-    action = replay.act(observation)
+    action = playback.act(observation)
     assert [a.dtype.name for a in action["logprobs"][0]] == ["float32"] * 4
     assert [a.tolist() for a in action["token_ids"][0]] == [[7, 8]] * 4

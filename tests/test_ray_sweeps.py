@@ -1,8 +1,7 @@
-"""The sweeps' runs as Ray tasks (``--ray-address``, sapo_experiments.ray_runs): on a 2-CPU local
-Ray
-each sweep saves exactly the run files it saves in this process, the driver writes them (and
-removes reproduce's checkpoints), a failed run raises; every CLI takes the flags and says
-clearly what it cannot do. ``local_ray`` is conftest.py's."""
+"""The sweeps' runs as Ray tasks (``--ray-address``, sapo_experiments.ray_runs): on a 2-CPU
+local Ray each sweep saves exactly the run files it saves in this process, the driver writes
+them (and removes reproduce's checkpoints), a failed run raises; every CLI takes the flags and
+says clearly what it cannot do. ``local_ray`` is conftest.py's."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_cli_errors_are_one_line(capsys):
 
 def test_each_configuration_follows_its_protocol():
     paper = rp.ReproduceConfig()
-    by_label = {e.label: paper.swarm_config(e) for e in rp.EXPERIMENTS}
+    by_label = {e.label: paper.swarm_config(e) for e in rp.CONDITIONS}
     assert {label: (c.questions_for(c.initial_num_external("node_0")),
                     c.initial_num_external("node_0")) for label, c in by_label.items()} == {
         "8/0": (8, 0), "6/2": (6, 2), "4/4": (4, 4), "2/6": (2, 6),
@@ -63,7 +63,7 @@ def test_each_configuration_follows_its_protocol():
     assert by_label["8/0 oversampled + filtered"].filter_local
     assert by_label["8/0 filtered"].filter_local and not by_label["8/0"].filter_local
     fixed = rp.ReproduceConfig(protocol="fixed")
-    assert {e.label: fixed.swarm_config(e).questions_per_round for e in rp.EXPERIMENTS} == {
+    assert {e.label: fixed.swarm_config(e).questions_per_round for e in rp.CONDITIONS} == {
         "8/0": 8, "6/2": 8, "4/4": 8, "2/6": 8, "8/0 oversampled + filtered": 16,
         "4/4 self-replay": 8, "8/0 filtered": 8, "4/4 answering 8": 8, "4/0": 8,
         "8/0 16 completions": 8, "8/0 rescue": 8}
@@ -336,7 +336,7 @@ def test_tiny_learner_runs_specialists_and_reports_what_they_knew(tmp_path, requ
     config = dataclasses.replace(config, tiny=dataclasses.replace(
         config.tiny, warm_start_steps=2, target_accuracy=0.99))
     assert config.tiny.learning_rate == 1e-3
-    swarm = config.swarm_config(rp.EXPERIMENTS[2])
+    swarm = config.swarm_config(rp.CONDITIONS[2])
     assert swarm.system_prompt == "" and [t.name for t in swarm.tasks] == list(
         config.tiny.specialties)
     result = rp.reproduce(config)

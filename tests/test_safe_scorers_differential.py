@@ -29,10 +29,8 @@ swapped, a double negation; wrong: its negation, a bare variable, a letter not i
 Fewer forms per entry than all of them (``FORMS_PER_ENTRY``): each entry is scored with its
 reference, two of its ~10 rewritten forms (a different two for each entry, in turn, so each
 form is scored on ~60 entries of each task) and one wrong answer, 1,200 answers per task. All
-forms for all 300 entries (2,100 to 3,100 answers per task, no disagreement either) took 95 s;
-this takes about 38 s of CPU, most of it reasoning-gym generating the intermediate_integration
-entries (10 s) and sympy simplifying in both scorers (wall: 37 s with the second core busy,
-64 s at a load of 4.5 on two cores).
+forms for all 300 entries (2,100 to 3,100 answers per task) gave no disagreement either, at a
+higher cost (docs/testing.md, "Measured here").
 
 polynomial_multiplication's entries depend on PYTHONHASHSEED (reasoning-gym draws monomials
 from a set), so they differ from run to run: run with a fixed PYTHONHASHSEED to reproduce.

@@ -544,10 +544,9 @@ MIRRORED_SCORERS = {
 
 
 def test_the_scorers_sapo_env_mirrors_are_the_ones_it_was_written_against():
-    """When this fails, reasoning-gym changed a scorer that sapo_env.scoring.safe_scorers rewrites
-    or
-    wraps, and the copy would silently diverge: read the new scorer, update the copy, then
-    these digests and the reasoning-gym pin in pyproject.toml."""
+    """When this fails, reasoning-gym changed a scorer that sapo_env.scoring.safe_scorers
+    rewrites or wraps, and the copy would silently diverge: read the new scorer, update the
+    copy, then these digests and the reasoning-gym pin in pyproject.toml."""
     import hashlib
     import inspect
 

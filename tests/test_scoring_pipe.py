@@ -1,8 +1,8 @@
-"""The scoring child's pipe can never stop the kill: a child stuck on one node's
-call stops reading its stdin, and the calls queued after it (here 2 MB) fill the pipe. The
-caller used to write them itself and block there, never reaching the wait that ends in the
-kill; now a writer thread waits on the pipe, the caller's wait runs out, the child is killed,
-the stuck node's completions count as timeouts, and the next node is scored by a new child."""
+"""The scoring child's pipe can never stop the kill: a child stuck on one node's call stops reading
+its stdin, and the calls queued after it (here 2 MB) fill the pipe. A caller that wrote them itself
+would block there, never reaching the wait that ends in the kill; a writer thread waits on the pipe
+instead, so the caller's wait runs out, the child is killed, the stuck node's completions count as
+timeouts, and the next node is scored by a new child."""
 
 from __future__ import annotations
 

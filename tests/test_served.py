@@ -270,7 +270,7 @@ def llama_server():
     reason = missing()
     if reason:
         pytest.skip(f"no local llama.cpp server: {reason}")
-    # a generous cap on the start (polled, not raced): a busy 2-core machine loads in seconds
+    # a generous cap on the start (polled, not raced): a busy machine loads the model slowly
     with LocalServer(smollm2_gguf(), n_threads=1, start_timeout=600) as server:
         yield server
 

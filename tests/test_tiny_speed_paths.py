@@ -8,8 +8,8 @@ after it), in float32 and under bfloat16 autocast, recorded at commit 405d3fc (b
 work on the batched swarm) on one torch thread. Bit equality holds only on the same kernels: a
 fingerprint of plain matrix products and softmaxes, recorded with them, tells whether this
 machine rounds as that one did, and the tests skip where it does not, or where the CPU's vendor
-is not the reference's (MKL and oneDNN choose other kernels on other vendors' CPUs: on an Intel
-Xeon the probe below matches in float32 and the float32 learn step still differs).
+is not the reference's (MKL and oneDNN choose other kernels on other vendors' CPUs, where the
+probe can match while a learn step differs: docs/testing.md, "Measured here").
 
 Regenerate (only from a commit whose copied path is the reference):
 ``python tests/test_tiny_speed_paths.py``, then paste the printed dictionary.
@@ -58,7 +58,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SHAPES = ("tiny", "gqa")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
-# Recorded at 405d3fc (AMD EPYC, torch 2.13.0+cpu, one thread).
+# Recorded at 405d3fc on one torch thread (the machine: docs/testing.md, "Measured here").
 REFERENCE_CPU_VENDOR = "AuthenticAMD"
 REFERENCE = {
     "kernels/float32": "67edd4dd48323bf5179b4b21",

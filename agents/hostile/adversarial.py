@@ -45,11 +45,11 @@ and publishes the text as it does any node's (forged packets are ``SwarmConfig.a
     every completion is an answer built to be as slow to score as possible (``SLOW_ANSWERS``,
     shared with the transport attack ``slow_packets``: an exponent of a billion digits, power
     towers, nesting just under the answer size limit, huge integers, long fractions), to stall
-    the round for everyone. What stops it: the env's
-    scoring guard (:mod:`sapo_env.scoring.guard`): the safe parsers bound numbers before
-    computing them, deep nesting fails as ``recursion``, each completion has a time limit
-    (``timeout``) and each node a scoring budget per round (``budget``,
-    ``SwarmConfig.node_score_budget``), so the node stalls a round by at most its budget.
+    the round for everyone. What stops it: the env's scoring guard
+    (:mod:`sapo_env.scoring.guard`): the safe parsers bound numbers before computing them, deep
+    nesting fails as ``recursion``, each completion has a time limit (``timeout``) and each node
+    a scoring budget per round (``budget``, ``SwarmConfig.node_score_budget``), so the node
+    stalls a round by at most its budget.
 
 ``garbage``, ``wrong_answers``, ``misleading`` and ``scoring_dos`` keep the J in force
 (``SwarmConfig.num_external`` sets it), ``poison`` asks for the inner node's; every attack
@@ -199,9 +199,8 @@ def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
                       active: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
     """``agents`` with some nodes wrapped in ``AdversarialAgent(agent, attack, active=...)``:
     the last ``round(fraction * n)`` of them (as
-    ``sapo_env.defenses.transport_attacks.adversary_nodes``
-    picks them), or the named ``nodes``. Each adversary draws from its own child of
-    ``seed``."""
+    ``sapo_env.defenses.transport_attacks.adversary_nodes`` picks them), or the named ``nodes``.
+    Each adversary draws from its own child of ``seed``."""
     names = list(agents)
     chosen = chosen_adversaries(names, fraction, nodes)
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)

@@ -1,20 +1,18 @@
 """A hostile remote node made of plain data: what a Ray node can still send the driver.
 
 A remote node's results cross the trust boundary as plain data only (``agents.wrappers.remote``:
-JSON), so the worst it can send is a value the env refuses. ``RemoteJunkNode`` sends the ones a
-red team sent against sapo-env 0.6 (``JUNK``), one kind a round in turn; it is a
-``ConcurrentAgent`` (``submit_act``/``submit_learn``/``submit_ready`` return futures), so the
-runner treats it as a remote node, as it would a Ray actor (``agents.wrappers.remote.remote``):
+JSON), so the worst it can send is a value the env refuses. ``RemoteJunkNode`` sends the ones a red
+team sent (``JUNK``), one kind a round in turn; it is a ``ConcurrentAgent``
+(``submit_act``/``submit_learn``/``submit_ready`` return futures), so the runner treats it as a
+remote node, as it would a Ray actor (``agents.wrappers.remote.remote``):
 
 ``leave_false``
-    ``{"leave": False}``: a leave action that does not leave (0.6: ``ValueError`` from
-    ``env.step``, the run stopped).
+    ``{"leave": False}``: a leave action that does not leave.
 ``pending_with_action``
     ``{"pending": True, ...}`` with its whole action: a pending action is exactly
-    ``{"pending": True}`` (0.6: the run stopped).
+    ``{"pending": True}``.
 ``completions_array``
-    its action with ``completions=np.array(0)`` (0.6: a ``TypeError`` the runner did not
-    catch; over Ray it arrives as ``0``).
+    its action with ``completions=np.array(0)`` (over Ray it arrives as ``0``).
 ``completions_number``
     its action with ``completions=7``.
 ``for_other_nodes``

@@ -382,10 +382,9 @@ class GRPOAgent:
     def save(self, path: str | Path, optimizer: bool = True) -> None:
         """Weights (or adapter), random state and the optimizer's state into directory ``path``.
 
-        ``optimizer=False`` leaves out Adam's moments (twice the trainable weights: about a
-        gigabyte of a full SmolLM2-135M node's 1.6 GB; :mod:`agents.lm.weights`): a lighter
-        save whose ``load`` restarts the moments from zero, so training does not resume bit
-        for bit."""
+        ``optimizer=False`` leaves out Adam's moments (twice the trainable weights, two thirds
+        of a full node's checkpoint; :mod:`agents.lm.weights`): a lighter save whose ``load``
+        restarts the moments from zero, so training does not resume bit for bit."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         # A LoRA swarm generates from a joint stream; a batched swarm (rng None) does not.

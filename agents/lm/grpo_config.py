@@ -75,13 +75,12 @@ class GRPOConfig:
     """Whether groups whose advantages are all zero count in the loss's normaliser: their
     completion tokens under ``"token"``, their completions under ``"sequence"``. True is the
     reference: genrl divides by every completion token of the batch, and TRL's ``"dapo"``,
-    ``"bnpo"`` and ``"grpo"`` losses count every completion alike. Such a group adds nothing
-    to the gradient but dilutes the step: one informative and one zero-advantage group of
-    equal lengths move half as far as the informative group alone, which is part of why
-    filtering the external pool pays in the paper. False leaves them out of the step
-    entirely (this agent's behaviour before), so the step size does not depend on how many
-    groups were uninformative. Either way they get no forward pass when ``beta`` is 0 (their
-    loss is zero whatever the weights); with ``beta > 0`` and True they are trained for
+    ``"bnpo"`` and ``"grpo"`` losses count every completion alike. Such a group adds nothing to the
+    gradient but dilutes the step: one informative and one zero-advantage group of equal lengths
+    move half as far as the informative group alone, which is part of why filtering the external
+    pool pays in the paper. False leaves them out of the step entirely, so the step size does not
+    depend on how many groups were uninformative. Either way they get no forward pass when ``beta``
+    is 0 (their loss is zero whatever the weights); with ``beta > 0`` and True they are trained for
     their KL term, as in the reference."""
     mask_truncated_completions: bool = False
     """Leave completions that never ended out of the loss and of its token normaliser (TRL's
@@ -112,14 +111,13 @@ class GRPOConfig:
     tis_cap: float = 2.0
     """C, the truncation of the importance weight: weights above it are cut to it, which
     bounds how much one received token can weigh (and what a sender lying about its
-    log-probs can do: at most C times its weight under ratio 1). 2.0 is the value of Yao et
-    al.'s example, of F-TIS and of verl's ``tis_imp_ratio_cap`` configurations; TRL's
-    ``vllm_importance_sampling_cap`` now defaults to 3.0."""
+    log-probs can do: at most C times its weight under ratio 1). 2.0: the C of Yao et al.'s
+    example, of F-TIS and of verl's ``tis_imp_ratio_cap`` (docs/provenance.md)."""
     ftis_kl_threshold: float = 50.0
-    """g of the F-TIS filter: a negative-advantage external completion is dropped when the
-    sender found it more likely than this policy does by more than g nats (the sum over its
-    tokens of ``sender_logp - old_logp``; the paper's notes: default 50, tried 5-100, small
-    models preferring small g). Used by ``"ftis"`` with ``ftis_statistic="sum"``."""
+    """g of the F-TIS filter: a negative-advantage external completion is dropped when the sender
+    found it more likely than this policy does by more than g nats (the sum over its tokens of
+    ``sender_logp - old_logp``). 50: F-TIS's default g (docs/provenance.md). Used by ``"ftis"``
+    with ``ftis_statistic="sum"``."""
     ftis_statistic: FTISStatistic = "sum"
     """Which divergence the F-TIS filter compares: ``"sum"`` over the completion's tokens
     against ``ftis_kl_threshold`` (the reading of F-TIS's per-sequence KL), or ``"mean"`` per
@@ -144,19 +142,17 @@ class GRPOConfig:
     min_external_logprob: float | None = None
     """Drop an external completion whose mean token log-probability under this node's current
     policy is below this, before the step (None: keep all; own groups are never checked). The
-    defense of "Hail to the Thief" (arXiv 2511.09780) against poisoned completions, which are
-    correct but carry an injected behaviour: the study stopped up to 100% of its attacks
-    (attack success up to 100% within 50 iterations without it) when every node trains the
-    same model. Costs a forward pass per external completion; in a heterogeneous swarm it
-    drops honest text from other models too. No recommended value: measure what your own
-    samples score (:func:`agents.lm.received_logprob.completion_logprobs`) and stay below it.
-    Off by default."""
+    defense of "Hail to the Thief" (arXiv 2511.09780; docs/provenance.md, "Poisoned completions")
+    against poisoned completions, which are correct but carry an injected behaviour, for a swarm
+    whose nodes all train the same model. Costs a forward pass per external completion; in a
+    heterogeneous swarm it drops honest text from other models too. No recommended value: measure
+    what your own samples score (:func:`agents.lm.received_logprob.completion_logprobs`) and stay
+    below it. Off by default."""
 
     # --- optimizer (Adam) ---
     learning_rate: float = 1e-6
-    """Adam step size. The reference implementation started at 1e-5 and later used 1e-6,
-    which is also TRL's GRPO default and stable for 0.5B full fine-tuning; LoRA usually
-    wants 10-100x more."""
+    """Adam step size. 1e-6: the reference implementation's value and TRL's GRPO default,
+    stable for 0.5B full fine-tuning; LoRA usually wants 10-100x more."""
     adam_beta1: float = 0.9
     """Adam's first-moment decay."""
     adam_beta2: float = 0.999

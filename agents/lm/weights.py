@@ -6,14 +6,11 @@ layout, the adapter alone: the frozen base is not copied); ``load_weights`` read
 into a model built the same way. ``GRPOAgent.save`` / ``load`` add the optimizer and random
 state (``state.pt``) and the config (``grpo_config.json``).
 
-Sizes, measured with a full SmolLM2-135M node (134.5 M trainable float32 parameters) after one
-GRPO step: ``save(path)`` writes 1.61 GB, of which ``model.safetensors`` is 538 MB and
-``state.pt`` 1.08 GB, AdamW's two moments per weight (twice the weights). ``save(path,
-optimizer=False)`` writes 538 MB: the weights, random state and step count, without the
-moments; ``load`` of it starts the moments again from zero, so training goes on but not bit for
-bit as it would have. A LoRA node saves only its adapter and the adapter's moments: 59 MB for
-SmolLM2-135M at the default rank 16 on every linear layer (adapter 19.6 MB, moments 39.4 MB),
-19.6 MB with ``optimizer=False``.
+``save(path)`` writes the weights and ``state.pt`` with AdamW's two moments per weight (twice the
+weights); ``save(path, optimizer=False)`` writes the weights, random state and step count, without
+the moments, and ``load`` of it starts the moments again from zero, so training goes on but not bit
+for bit as it would have. A LoRA node saves only its adapter and the adapter's moments. Sizes for
+SmolLM2-135M: docs/checkpoints.md.
 """
 
 from __future__ import annotations

@@ -224,18 +224,9 @@ class PoolQuality(_Bounds):
 class LearningProgress(_Bounds):
     """J moves one step when the node's reward trend moves: rl-swarm's difficulty rule, on J.
 
-    Source: the rule the brief attributes to gensyn-ai/genrl is not in genrl (its snapshot,
-    v0.1.4, all 102 commits, has no difficulty or reward-trend logic). It is in gensyn-ai's
-    rl-swarm, ``code_gen_exp/src/proposer.py`` (``PromptUpdateConfig``,
-    ``Proposer.update_prompt_difficulty`` and ``_determine_difficulty_change``; called from the
-    loop of ``ProposerService.run`` in ``proposer_service.py``, commit 9c95410). There a
-    proposer keeps the last 20 solver rewards; every 5 iterations, once it has 20, it compares
-    the mean of the last 10 with the mean of the 10 before, and moves its problems' difficulty
-    level (1-5) one step up if the difference exceeds 0.05, one step down if it is below -0.05,
-    and keeps it otherwise.
-
-    Mapping: the level becomes J, its range ``[min_external, max_external]``, and a reward
-    sample becomes the node's reward in one round::
+    Where the rule comes from, and how it differs from its source: docs/provenance.md,
+    "Learning-progress ratio rule". Its difficulty level becomes J, in ``[min_external,
+    max_external]``, and a reward sample becomes the node's reward in one round::
 
         every `check_every` rounds (counting update calls), once `2 * window` measured rounds
         are stored:
@@ -245,14 +236,11 @@ class LearningProgress(_Bounds):
                                                    harder when solvers improve)
                    J - 1   if diff < -threshold   (regressing: back to its own rollouts)
 
-    J starts at the first observation's ``num_external`` and is clipped to the range. Where
-    rl-swarm skips an update that brings no rewards, a round with J = train_budget (no own
-    completions, reward 0 by fiat) adds no sample; hence ``max_external`` defaults to
-    train_budget - 1, or the samples would stop and J would stick at the budget. Two
-    differences: rl-swarm adds a batch of per-completion rewards at each check (its windows
-    count completions), here every round adds its mean reward (the windows count rounds); and
-    rl-swarm's first check is at iteration 0, here after the 5th round. Payoff: none; the
-    rule follows the trend of the round reward.
+    J starts at the first observation's ``num_external`` and is clipped to the range. A round with
+    J = train_budget (no own completions, reward 0 by fiat) adds no sample; hence ``max_external``
+    defaults to train_budget - 1, or the samples would stop and J would stick at the budget. Each
+    round adds its mean reward (the windows count rounds), and the first check comes after the 5th
+    round. Payoff: none; the rule follows the trend of the round reward.
 
     Args:
         threshold: smallest change of the windowed mean reward that moves J (default 0.05).

@@ -1,8 +1,8 @@
-"""``ReplayAgent``: a node that publishes a recorded node's groups again, from a pool dataset.
+"""``PlaybackAgent``: a node that publishes a recorded node's groups again, from a pool dataset.
 
 A pool dataset (:mod:`sapo_env.runtime.pool_dataset`) holds every packet a run shared. A
-node's action is its completions for the questions it was dealt, so replaying a recorded node
-means answering the same questions with the completions it recorded: ``ReplayAgent(dataset,
+node's action is its completions for the questions it was dealt, so playing a recorded node back
+means answering the same questions with the completions it recorded: ``PlaybackAgent(dataset,
 "node_3")`` looks each dealt question up by its ``ref`` (task, config, seed, index) among
 ``node_3``'s recorded groups and answers with their completions (and the log-probabilities and
 token ids it sent, where every question of the round has them), shares them, and asks for the
@@ -12,43 +12,43 @@ rewards and advantages are the verifier's, not the dataset's.
 **The contract.** In a swarm of the same ``SwarmConfig`` reset with the same seed, the node in
 ``node_3``'s place is dealt the same questions in the same rounds (each node's questions come
 from its own streams, whatever the others do, so the other nodes may be new learners), as long
-as its J is the same each round: the replay then publishes exactly what ``node_3`` published,
+as its J is the same each round: the playback then publishes exactly what ``node_3`` published,
 and with the others unchanged the run is the recorded one (``tests/test_pool_dataset.py``).
 Only shared groups are in a pool dataset: a question ``node_3`` answered but did not share (or
 shared after the pool window had passed) has no recorded completions, and nor has any question
 of a run with another seed, config or J.
 
 **When a dealt question has no recorded group** (``on_missing``): ``"raise"`` (the default)
-raises ``KeyError`` naming the node, the round and the question, since the replay is not the
+raises ``KeyError`` naming the node, the round and the question, since the playback is not the
 recorded run any more; ``"skip"`` answers it with L empty completions (which score 0) and
-shares nothing for it, counting it in ``missing``: the replay then publishes the recorded
+shares nothing for it, counting it in ``missing``: the playback then publishes the recorded
 groups of the questions it is dealt and nothing else, e.g. to seed a swarm of another config
 with a recorded node's text where the questions happen to meet. A round in which the node
-shared nothing leaves its next J unknown: the replay keeps the J in force.
+shared nothing leaves its next J unknown: the playback keeps the J in force.
 
 It never learns. Which groups count as the node's: every recorded packet it sent under its own
 name that the schema could read (accepted or refused by the verifier; the first of several
 for one question); a transport adversary's forged packets are the env's doing, which a swarm
 with the same ``adversaries`` does again. A refused packet's log-probabilities are not recorded,
-so a round with one is replayed without log-probabilities.
+so a round with one is played back without log-probabilities.
 
-**A dataset is untrusted input.** Each of the node's rows is read, when the replay is built,
+**A dataset is untrusted input.** Each of the node's rows is read, when the playback is built,
 through the packet schema (:func:`sapo_env.defenses.packet_schema.parse_packet`, with the
 swarm's ``max_completion_chars``: what a packet of the recorded run could carry), and the
 first row it refuses raises ``ValueError`` naming the row and the field (as does a node's
-rows of several L), so every action the replay sends is one the env takes from a swarm of the
+rows of several L), so every action the playback sends is one the env takes from a swarm of the
 recorded config: an ``act`` raises only in a swarm that is not (another L, a J beyond its
 ``train_budget``, a dealt question with no recorded group under ``on_missing="raise"``).
 ``load_pool_dataset`` checks the files' columns and sizes before that.
 
 Example::
 
-    from agents.scripted.replay import ReplayAgent
+    from agents.scripted.replay import PlaybackAgent
     from sapo_env.runtime.pool_dataset import load_pool_dataset
 
     pool = load_pool_dataset("pool")                        # written by PoolDatasetCallback
-    replayed = ReplayAgent(pool, "node_3")                  # node_3's groups, round by round
-    nodes = {**learners, "node_3": replayed}                # the others: anyone
+    played = PlaybackAgent(pool, "node_3")                  # node_3's groups, round by round
+    nodes = {**learners, "node_3": played}                # the others: anyone
     sapo_env.runtime.run(env, nodes, seed=0)                # the recorded run's config and seed
 """
 
@@ -64,6 +64,7 @@ import numpy as np
 
 from sapo_env.config import SwarmConfig
 from sapo_env.defenses.packet_schema import parse_packet
+from sapo_env.deprecation import renamed
 from sapo_env.sender_logprobs import TokenFieldError, max_completion_tokens, parse_completion_fields
 from sapo_env.types import Action, Group, Observation
 
@@ -73,7 +74,7 @@ ON_MISSING = ("raise", "skip")
 
 @dataclass(frozen=True)
 class RecordedGroup:
-    """What a replay needs of one recorded group."""
+    """What a playback needs of one recorded group."""
 
     round: int  #: the round it was sent in
     completions: tuple[str, ...]
@@ -90,12 +91,12 @@ def question_key(ref: Mapping[str, Any]) -> tuple:
     return ref["task"], config, int(ref["seed"]), int(ref["index"])
 
 
-class ReplayAgent:
+class PlaybackAgent:
     """Publishes ``sender``'s recorded groups (see the module docstring).
 
     Args:
         rows: the pool dataset (a ``datasets.Dataset``, or any iterable of its rows as dicts).
-        sender: the recorded node to replay.
+        sender: the recorded node to play back.
         on_missing: ``"raise"`` or ``"skip"``: what a dealt question without a recorded group
             does.
         max_completion_chars: the recorded swarm's ``max_completion_chars``: the longest
@@ -134,8 +135,8 @@ class ReplayAgent:
     @classmethod
     def from_parquet(cls, path: str | Path, sender: str, on_missing: OnMissing = "raise",
                      max_completion_chars: int = SwarmConfig.max_completion_chars
-                     ) -> ReplayAgent:
-        """Replay ``sender`` from a ``PoolDatasetCallback``'s folder (needs ``datasets``),
+                     ) -> PlaybackAgent:
+        """Play ``sender`` back from a ``PoolDatasetCallback``'s folder (needs ``datasets``),
         its files checked with ``PoolLimits(max_completion_chars)``."""
         from sapo_env.runtime.pool_dataset import PoolLimits, load_pool_dataset
 
@@ -159,8 +160,8 @@ class ReplayAgent:
             if group is None:
                 if self.on_missing == "raise":
                     raise KeyError(f"{self.sender}: no recorded group for question "
-                                   f"{question['id']} dealt in round {round_} (replay it in a "
-                                   "swarm of the recorded config and seed, or "
+                                   f"{question['id']} dealt in round {round_} (play it back in "
+                                   "a swarm of the recorded config and seed, or "
                                    "on_missing='skip')")
                 self.missing += 1
             found.append(group)
@@ -190,7 +191,7 @@ class ReplayAgent:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = state.get("missing") if isinstance(state, Mapping) else None
         if isinstance(missing, bool) or not isinstance(missing, int) or missing < 0:
-            raise ValueError(f"ReplayAgent: state['missing'] must be an int >= 0, got "
+            raise ValueError(f"PlaybackAgent: state['missing'] must be an int >= 0, got "
                              f"{missing!r}")
         self.missing = missing
 
@@ -257,3 +258,6 @@ def _refused_field(packet: Mapping[str, Any], max_chars: int) -> str:
              "rewards": [0.0] * L, "advantages": [0.0] * L}
     return next((name for name in valid if name != "round" and isinstance(
         parse_packet({**valid, name: packet[name]}, 0, L, max_chars), str)), "the whole group")
+
+
+__getattr__ = renamed(__name__, {"ReplayAgent": "PlaybackAgent"})

@@ -199,7 +199,7 @@ class ServedAgent(PlainState):
         self.rng = np.random.default_rng(seed)
         self.on_learn = on_learn
         self.server_ignores_n = False  #: learnt by ``n_mode="auto"`` (state, not a setting)
-        if http_client is None:  # TLS set up once (~0.1 s), not in every round's client
+        if http_client is None:  # TLS set up once, not in every round's client
             http_client = partial(http.httpx2.AsyncClient, verify=http.httpx2.create_ssl_context())
         self.http_client = http_client
         key = api_key or os.environ.get("OPENAI_API_KEY") or "none"

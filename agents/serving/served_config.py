@@ -42,7 +42,7 @@ class ServedConfig:
     max_tokens: int = 256
     """Most tokens the server generates per completion (the paper's 256)."""
     n_mode: NMode = "auto"
-    """How L completions of a question are asked for. ``"n"``: one request with ``n=L``
+    """How the L completions of a question are asked for. ``"n"``: one request with ``n=L``
     (vLLM, sglang, OpenAI); a server answering fewer leaves them empty (``missing``).
     ``"repeat"``: L requests with ``n=1``, each with its own seed (servers without ``n``).
     ``"auto"``: ``n=L`` first; where the server answers fewer, the missing ones are asked for

@@ -1,13 +1,11 @@
 """An injected behaviour, how a simulated learner picks it up, and the check that stops it.
 
-The poisoning attack of "Hail to the Thief" (Blagoev, Ersoy and Chen, arXiv 2511.09780):
-a malicious node shares completions that are *correct*, so the verifier rewards them, but
-that carry an arbitrary behaviour; receivers reinforce the whole completion, behaviour
-included. The study reached up to 100% attack success within 50 iterations on math and code
-tasks, and stopped it with two defenses: a check of the received completions' log-probability
-under the receiver's own model (when all nodes train the same model) and an LLM judge (when
-they differ). Its log-probability defense is ``GRPOConfig.min_external_logprob``
-(:mod:`agents.lm.received_logprob`).
+The poisoning attack of "Hail to the Thief" (Blagoev, Ersoy and Chen, arXiv 2511.09780; what the
+study reports: docs/provenance.md, "Poisoned completions"): a malicious node shares completions
+that are *correct*, so the verifier rewards them, but that carry an arbitrary behaviour; receivers
+reinforce the whole completion, behaviour included. The study's defense for nodes that all train
+the same model, a check of the received completions' log-probability under the receiver's own
+model, is ``GRPOConfig.min_external_logprob`` (:mod:`agents.lm.received_logprob`).
 
 The simulated learner's analogue (:class:`agents.sim.simulated.SimulatedLearner`):
 

@@ -19,19 +19,17 @@ rounding after learning), so a swarm can be switched between the two freely.
 - Learning forwards every node's training set in one batch with gradients, each distinct
   prompt once and the completions after it, adds the nodes' losses (each node's gradient
   reaches only its own weights) and lets each agent clip and step.
-- ``share_prompts`` (default True): in both, the completions of one prompt read its keys and
-  values once (:func:`~agents.tiny.grouped_llama.grouped_prefix_forward`) rather than each
-  from its own copy, and the layers compute with :mod:`agents.tiny.fast_kernels` on the
-  prompts' real tokens alone; the same results to float rounding, 1.37-1.44x less CPU time a
-  round in float32 (more where the copied path's allocations fault pages), and in bfloat16
-  1.8-2.2x less than the copied float32 round (BENCHMARKS.md, "Prompt-prefix sharing").
-  False computes as before the option, bit for bit.
+- ``share_prompts`` (default True): in both, the completions of one prompt read its keys and values
+  once (:func:`~agents.tiny.grouped_llama.grouped_prefix_forward`) rather than each from its own
+  copy, and the layers compute with :mod:`agents.tiny.fast_kernels` on the prompts' real tokens
+  alone; the same results to float rounding, for less CPU time a round, in float32 and less again
+  in bfloat16 (BENCHMARKS.md, "Prompt-prefix sharing"). False computes as before the option, bit
+  for bit.
 
 ``sapo_env.runtime.run`` uses both through the joint-actor protocol (``act_jointly``,
 ``learn_jointly``; :mod:`sapo_env.runtime.agent_calls`). Requirements, checked here: full
-fine-tuning
-(no LoRA), ``beta`` 0, one device, one Llama configuration :func:`check_supported` accepts,
-and the same sampling settings for every agent.
+fine-tuning (no LoRA), ``beta`` 0, one device, one Llama configuration :func:`check_supported`
+accepts, and the same sampling settings for every agent.
 
 Example::
 

@@ -29,7 +29,7 @@ from sapo_env.validation import check_int
 
 @dataclass(frozen=True)
 class TinyModelConfig:
-    """The shape of a tiny Llama; its defaults are the ones whose warm starts were measured."""
+    """The shape of a tiny Llama; ``WarmStartConfig``'s defaults were chosen for this one."""
 
     hidden_size: int = 128
     """Width of the residual stream (the token embedding size)."""
@@ -125,9 +125,8 @@ class WarmStartConfig:
     """Stop once every targeted task reaches its target at an evaluation: one number for every
     training task, a mapping from eval-task name to target, or None (train ``max_steps``).
     0.2 leaves GRPO room to learn and a signal to learn from (a group of 8 completions at
-    accuracy 0.2 has both right and wrong answers 83% of the time). Measured on one core: a
-    basic_arithmetic specialist reached 0.24 at step 600 (228 s), a spell_backward one 0.21
-    at step 150 (75 s); a generalist on both had 0.11 and 0.82 at step 600 (337 s)."""
+    accuracy 0.2 has both right and wrong answers 83% of the time); what the default
+    specialists reach by ``max_steps``: docs/provenance.md, "Tiny learner"."""
     tag_probability: float = 1.0
     """Probability that a training target wraps its answer in ``<answer>`` tags; the others
     are the bare answer, which the strict verifier scores 0. 1: a node that earns reward; 0:
@@ -136,13 +135,13 @@ class WarmStartConfig:
     separates reward 1 from 0 (``sapo-env format-propagation --learner tiny``)."""
     # --- optimisation ---
     max_steps: int = 600
-    """Most optimizer steps (each on ``batch_size`` questions): ~3.5 minutes on one CPU core
-    for basic_arithmetic (0.35 s a step), ~5 for spell_backward (longer prompts)."""
+    """Most optimizer steps (each on ``batch_size`` questions); 600: enough for both default
+    specialists to reach ``target_accuracy`` (docs/provenance.md, "Tiny learner")."""
     batch_size: int = 32
-    """Questions per step (16 learned as fast per second, measured)."""
+    """Questions per step (why 32: docs/provenance.md, "Tiny learner")."""
     learning_rate: float = 1e-3
-    """Adam step size (constant). 3e-3 stalls basic_arithmetic at a loss of 0.7 and accuracy
-    ~0.1, where 1e-3 goes on to 0.4 by 800 steps (measured)."""
+    """Adam step size (constant); 1e-3: a larger one stalls basic_arithmetic
+    (docs/provenance.md, "Tiny learner")."""
     max_grad_norm: float | None = 1.0
     """Gradients are clipped to this global norm; None disables clipping."""
     # --- evaluation ---
@@ -150,8 +149,8 @@ class WarmStartConfig:
     """Steps between evaluations; the last step is always evaluated."""
     eval_size: int = 128
     """Held-out questions per evaluation task (one sampled completion each): a standard error
-    of 0.035 at accuracy 0.2; an evaluation costs ~1.5 s a task, against ~17 s of training
-    between two of them."""
+    of 0.035 at accuracy 0.2, for a small share of a warm start's time (docs/provenance.md,
+    "Tiny learner")."""
     max_new_tokens: int = 12
     """Most tokens sampled per evaluation completion: set it to the node's
     ``GRPOConfig.max_new_tokens``."""

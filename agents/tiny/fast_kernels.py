@@ -22,7 +22,7 @@ to float rounding, writing fewer tensors:
 
 The attention's arithmetic stays the reference's: PyTorch's fused
 ``scaled_dot_product_attention`` was no faster on these shapes in float32 and its backward
-2.5-4x slower in bfloat16 (BENCHMARKS.md).
+slower in bfloat16 (BENCHMARKS.md, "Prompt-prefix sharing").
 
 ``batched_swarm(share_prompts=True)`` computes with them (``grouped_forward(...,
 arithmetic="fast")``, ``grouped_prefix_forward``); ``share_prompts=False`` never does, so the
@@ -212,7 +212,7 @@ def prefix_attention(q: torch.Tensor, prefix_keys: torch.Tensor, prefix_values: 
     row's; the result equals it to float rounding (the two halves of the weighted sum are
     added after their products). (PyTorch's fused ``scaled_dot_product_attention`` over the
     prefix's keys and all its rows' was no faster in float32 on these shapes, and its
-    backward 2.5x slower in bfloat16: BENCHMARKS.md, "Prompt-prefix sharing".)"""
+    backward slower in bfloat16: BENCHMARKS.md, "Prompt-prefix sharing".)"""
     m, kv_heads, groups, rows, t, d = q.shape
     width = prefix_keys.shape[2]
     device = q.device.type

@@ -7,9 +7,9 @@ its completion positions from the nodes' stacked weights (:mod:`agents.tiny.grou
   values to each of its rows (how the swarm computed before prompt sharing; kept bit for bit
   for the runs made then);
 - :class:`SharedPromptBatch` lets all the rows of a prompt read its keys and values once
-  (:func:`agents.tiny.grouped_llama.grouped_prefix_forward`), computing with the fast
-  arithmetic (:mod:`agents.tiny.fast_kernels`): the same logits to float rounding, a learn
-  step 1.4x faster in float32 (BENCHMARKS.md, "Prompt-prefix sharing").
+  (:func:`agents.tiny.grouped_llama.grouped_prefix_forward`), computing with the fast arithmetic
+  (:mod:`agents.tiny.fast_kernels`): the same logits to float rounding, in a faster learn step
+  (BENCHMARKS.md, "Prompt-prefix sharing").
 
 :class:`agents.tiny.batched.BatchedSwarm` builds one of them per learn step.
 """

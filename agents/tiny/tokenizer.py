@@ -7,11 +7,11 @@ the same ids every time (nothing is trained or sampled):
   ``decode(..., skip_special_tokens=True)`` drops them;
 - ids 4-5: ``<answer>`` and ``</answer>``, one token each but *not* special: decoding keeps
   their text, which the env's reward reads (``answer_format="tag"``);
-- then one token per character of :data:`CHARSET`, in its order: printable ASCII (letters,
-  digits, punctuation, space, newline, tab) and the symbols of reasoning-gym's questions and
-  answers outside ASCII (propositional_logic's connectives, measured over the paper's nine
-  tasks and spell_backward) plus the maths symbols of ``sapo_env.spaces.SAMPLE_CHARSET``.
-  Any other character (``\\r``, CJK, emoji) encodes to ``<unk>``, one per character.
+- then one token per character of :data:`CHARSET`, in its order: printable ASCII (letters, digits,
+  punctuation, space, newline, tab) and the symbols of reasoning-gym's questions and answers
+  outside ASCII (propositional_logic's connectives, collected over the paper's nine tasks and
+  spell_backward) plus the maths symbols of ``sapo_env.spaces.SAMPLE_CHARSET``. Any other character
+  (``\\r``, CJK, emoji) encodes to ``<unk>``, one per character.
 
 A ChatML template frames the turns; with the empty system prompt the tiny models are trained
 under (a 370-character system prompt would be 370 tokens here), ``agents.lm.generation

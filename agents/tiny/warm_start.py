@@ -28,7 +28,7 @@ Example::
     from agents import SPECIALIST_TASKS, WarmStartConfig, load_tiny, read_report, warm_start
     path = warm_start(WarmStartConfig(tasks=[SPECIALIST_TASKS["spell_backward"]]))
     model, tokenizer = load_tiny(path)
-    read_report(path)["accuracy"]  # {'spell_backward': 0.205}: 150 steps, 75 s on one core
+    read_report(path)["accuracy"]  # {'spell_backward': 0.205}: reached at step 150
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def warm_start(config: WarmStartConfig | None = None,
     # Written to a temporary sibling and renamed, so that a reader never sees half a model.
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=root))
     try:
-        with _no_progress_bars():  # transformers' "Writing model shards" bar, for 3 MB
+        with _no_progress_bars():  # transformers' "Writing model shards" bar, for a tiny model
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / REPORT_FILE).write_text(json.dumps(report, indent=1) + "\n")

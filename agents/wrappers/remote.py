@@ -108,7 +108,7 @@ def _build(factory: Callable[[], Any]) -> tuple[Any, str | None]:
     ``{"gone": why}`` (an actor that fails to start hands the driver a pickled error)."""
     try:
         built = factory()
-        load_reasoning_gym()  # ~3 s of imports, not against an asynchronous run's first deadline
+        load_reasoning_gym()  # seconds of imports, not against an asynchronous run's first deadline
         return built, None
     except BaseException as error:  # noqa: BLE001 - sent on as text
         return None, f"{type(error).__name__}: {error}"[:500]

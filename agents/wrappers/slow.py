@@ -1,9 +1,8 @@
 """A slower machine: ``SlowAgent(inner, act_seconds, learn_seconds)`` acts and learns through
 ``inner`` (any agent) but takes at least ``act_seconds`` to act and ``learn_seconds`` to learn,
 sleeping for what ``inner`` did not use. For experiments on nodes of different speeds
-(asynchronous rounds: ``sapo_env.runtime.asynchronous``), in Ray actors
-(``agents.wrappers.remote``) where the sleep costs no CPU. What it returns is ``inner``'s,
-unchanged: only the time differs.
+(asynchronous rounds: ``sapo_env.runtime.asynchronous``), in Ray actors (``agents.wrappers.remote``)
+where the sleep costs no CPU. What it returns is ``inner``'s, unchanged: only the time differs.
 
 Example::
 

@@ -163,9 +163,8 @@ class PacketVerifier:
         """The first reason (of ``REJECT_REASONS``, bar ``not_dealt`` and ``duplicate``) to
         reject ``group``, or None when it is what it claims. Any value may be passed: it is
         parsed against the packet schema first
-        (:func:`sapo_env.defenses.packet_schema.parse_packet`,
-        whose reasons ``malformed`` and ``oversized`` it returns). Its completions are
-        re-scored within one node's budget."""
+        (:func:`sapo_env.defenses.packet_schema.parse_packet`, whose reasons ``malformed`` and
+        ``oversized`` it returns). Its completions are re-scored within one node's budget."""
         claim = self._derive(group)
         if isinstance(claim, str):
             return claim

@@ -1,7 +1,6 @@
 """Asynchronous rounds: ``sapo_env.runtime.run(env, agents, deadline=2.0)`` waits at most
-``deadline``
-seconds a round for the remote nodes (``ConcurrentAgent``: ``agents.wrappers.remote``), so nodes of
-different speeds do not wait for each other.
+``deadline`` seconds a round for the remote nodes (``ConcurrentAgent``: ``agents.wrappers.remote``),
+so nodes of different speeds do not wait for each other.
 
 Each round: every live remote node that is not already working is given its observation
 (``submit_act``), the other nodes act as in synchronous rounds (in process, or through a joint

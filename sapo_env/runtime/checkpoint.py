@@ -16,12 +16,11 @@ checkpoint holds everything a run needs to go on as if never stopped:
 
 An interrupted run resumed this way gives the same ``History`` as an uninterrupted one, bit for
 bit when its agents resume exactly (all of the above do), but for its CPU seconds
-(``act_cpu_seconds``, ``learn_cpu_seconds``), which are timings: the resumed run keeps the
-saved rounds' and measures its own. A checkpoint written before they were recorded resumes with
-NaN for its rounds. A resumed run checks that it is the
-same run: the same env config, ``seed``, and agent and policy classes. Callbacks only watch a
-run, so they may change: each gets the saved state of a callback of its class, if there is one
-(a warning names those that start afresh).
+(``act_cpu_seconds``, ``learn_cpu_seconds``), which are timings: the resumed run keeps the saved
+rounds' and measures its own. A checkpoint written before they were recorded resumes with NaN
+for its rounds. A resumed run checks that it is the same run: the same env config, ``seed``, and
+agent and policy classes. Callbacks only watch a run, so they may change: each gets the saved
+state of a callback of its class, if there is one (a warning names those that start afresh).
 
 Format (``CHECKPOINT_FORMAT`` 2): plain data (:mod:`sapo_env.runtime.plain_data`), a zip of
 the state as JSON and its arrays as ``.npy`` files without pickles. Reading it rebuilds nothing

@@ -6,8 +6,7 @@ per-round swarm reward smoothed by a moving average of window 100, with the mini
 across nodes as a band. Its reviewers asked for more: reward per task, the health of the shared
 pool, how fast a discovery spreads, and a held-out evaluation rather than training reward alone.
 Everything here reads a ``History`` (``sapo_env.runtime.run``'s return value) and returns numpy
-arrays
-or small dataclasses; nothing mutates it.
+arrays or small dataclasses; nothing mutates it.
 
 Example::
 

@@ -4,10 +4,10 @@
 what became of it (``SwarmEnv.last_packets``, :mod:`sapo_env.defenses.publication`), and
 writes the rows as Parquet files ``path/rounds-<first>-<last>.parquet`` (one every
 ``flush_every`` rounds, whenever the rows waiting in memory pass ``flush_bytes``, and at a
-checkpoint). ``load_pool_dataset(path)`` checks them (:mod:`sapo_env.runtime.pool_files`) and
-reads them back as a ``datasets.Dataset`` to study, filter, or share (``dataset.push_to_hub(...)``
-is yours to call); ``agents.scripted.replay.ReplayAgent`` publishes a recorded node's groups
-again in a new run.
+checkpoint). ``load_pool_dataset(path)`` checks them (:mod:`sapo_env.runtime.pool_files`) and reads
+them back as a ``datasets.Dataset`` to study, filter, or share (``dataset.push_to_hub(...)`` is
+yours to call); ``agents.scripted.replay.PlaybackAgent`` publishes a recorded node's groups again in
+a new run.
 
 Columns (``features()``), one row per packet, in the order sent:
 

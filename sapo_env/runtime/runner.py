@@ -18,10 +18,8 @@ own, do the same::
     policy.update(rewards[node], infos[node])
 
 Cumulative reward, two definitions (``History``):
-    ``cumulative_reward``: sum over rounds of the swarm's mean reward. The paper's 1093.31 for
-        4/4 over 2000 rounds is most likely this one: a per-node reward is a mean score in
-        [0, 1], and 1093.31 / 2000 = 0.55 is a plausible mean accuracy, whereas a sum over 8
-        nodes as well would mean a per-node accuracy of 0.07.
+    ``cumulative_reward``: sum over rounds of the swarm's mean reward, most likely the paper's
+        definition (docs/provenance.md, "Cumulative reward").
     ``cumulative_reward_total``: sum over rounds and nodes.
 
 Example::

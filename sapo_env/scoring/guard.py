@@ -29,12 +29,11 @@ back after: a few system calls a question, not a completion.
 
 Python only runs signal handlers between bytecodes and in C code that checks for signals
 (CPython's big-integer power and ``re`` do; a single huge multiplication does not): C code that
-never checks cannot be interrupted, which is why ``sapo_env.scoring.safe_parsing`` bounds numbers
-before
-computing them and answers are bounded in size. Signals exist only in the main thread of the
-main interpreter on POSIX systems: where the timer cannot run (another thread, someone else's
-interval timer already running, Windows), the env scores in a child process that it kills
-when a node overruns its budget (``sapo_env.scoring.process_scoring``, chosen by
+never checks cannot be interrupted, which is why ``sapo_env.scoring.safe_parsing`` bounds
+numbers before computing them and answers are bounded in size. Signals exist only in the main
+thread of the main interpreter on POSIX systems: where the timer cannot run (another thread,
+someone else's interval timer already running, Windows), the env scores in a child process that
+it kills when a node overruns its budget (``sapo_env.scoring.process_scoring``, chosen by
 ``round_scoring.LocalScoring``). Called directly there, ``guarded_scores`` scores **without a
 time limit** (logged once); the other protections still apply.
 
@@ -62,12 +61,12 @@ logger = logging.getLogger(__name__)
 FAILURE_REASONS = ("too_long", "error", "recursion", "timeout", "budget")
 """Why a completion scored 0 without a verdict from its scorer (see the module docstring)."""
 DEFAULT_MAX_ANSWER_CHARS = 2048
-"""About ten times the longest honest answer of the paper's nine tasks (binary_matrix: 199
-characters at n = 10); other tasks' answers can be longer (at reasoning-gym's default configs:
-tower_of_hanoi 4063, palindrome_partitioning 6608): raise ``max_answer_chars`` for them."""
+"""About ten times the longest honest answer of the paper's nine tasks; other tasks' answers can
+be longer (tower_of_hanoi, palindrome_partitioning): raise ``max_answer_chars`` for them
+(docs/provenance.md, "Scoring limits")."""
 DEFAULT_TIME_LIMIT = 1.0
-"""Seconds: about four times the slowest honest score measured on any reasoning-gym task
-(intermediate_integration's sympy ``simplify``, 0.24 s); the paper's nine score in under 5 ms."""
+"""Seconds: about four times the slowest honest score of any reasoning-gym task
+(docs/provenance.md, "Scoring limits")."""
 TICK = 0.25
 """The timer ticks every ``TICK * limit`` seconds while completions are scored: a completion is
 interrupted between ``limit`` and ``(1 + TICK) * limit`` after it starts, and again at every

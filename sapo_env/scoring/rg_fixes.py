@@ -1,7 +1,7 @@
 """reasoning-gym as sapo-env uses it: imported on first use, with fixes for behaviour that breaks
 long runs installed.
 
-``import reasoning_gym`` takes about 3 s (it imports every task module, and matplotlib through
+``import reasoning_gym`` is slow (it imports every task module, and matplotlib through
 cellpylib), so ``import sapo_env`` does not import it: :func:`load_reasoning_gym` does, the first
 time the env needs a task (checking a ``SwarmConfig``'s tasks, drawing or re-deriving a
 question), and installs the fixes then. Code that scores untrusted answers with reasoning-gym

@@ -229,7 +229,7 @@ class _SympyEvaluator:
 
 # A decimal number of at most MAX_FLOAT_DIGITS digits whose exponent, if any, is at most
 # MAX_EXPONENT: sympy turns the exponent of '1e999999999' into an exact power of ten, which
-# takes minutes, and reads '1.5000…' in time cubic in the digits (60,000 of them: 2 minutes).
+# takes minutes, and reads '1.5000…' in time cubic in the digits.
 _FLOAT = re.compile(
     r"\s*[+-]?(?P<digits>[\d_]*\.?[\d_]*)(?:[eE](?P<exponent>[+-]?\d{1,6}))?\s*")
 

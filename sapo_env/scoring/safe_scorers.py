@@ -4,13 +4,11 @@ other fixes when sapo-env first loads it (``sapo_env.scoring.rg_fixes.load_reaso
 A completion is untrusted text, and some of reasoning-gym's scorers execute it: they read an
 answer with Python's ``eval`` or with sympy's ``parse_expr``, which turns the text into Python
 source and evaluates it (``__import__('os').system(...)`` would run; ``9**9**9**9`` would
-compute for ever). Every such call reachable from a ``score_answer`` of reasoning-gym 0.1.19
-(found by reading the source, and confirmed by scoring code-shaped answers on every registered
-task with an audit hook on ``exec``) now goes through ``sapo_env.scoring.safe_parsing``, which
-evaluates
-nothing. One paper task is also fixed for cost. Four scorers are rewritten or wrapped here, so the
-reasoning-gym versions are pinned (0.1.19 to 0.1.25) and a test fails if one of those four
-changes upstream:
+compute for ever). Every such call reachable from a ``score_answer`` of reasoning-gym 0.1.19 (how
+they were found: docs/provenance.md, "Scoring limits") goes through
+``sapo_env.scoring.safe_parsing``, which evaluates nothing. One paper task is also fixed for cost.
+Four scorers are rewritten or wrapped here, so the reasoning-gym versions are pinned (0.1.19 to
+0.1.25) and a test fails if one of those four changes upstream:
 
 =========================  ===============================  =====================================
 task                       reads the answer with            now
@@ -48,13 +46,12 @@ answers and typical wrong answers of every patched task against the original sco
 ``tests/test_safe_scorers_differential.py`` 300 entries of each task ``_SCORERS`` replaces,
 with rewritten forms and wrong answers.
 
-Scorers that raise, recurse without bound or run long on other crafted text are not rewritten
-here: ``sapo_env.scoring.guard`` bounds every scorer's time and input size and scores their
-failures 0. Measured on every task with hostile answers of up to 2048 characters, the ones that
-need it: coin_flip (``Fraction('1e999999999')`` computes 10**999999999; stopped by the time
-limit), propositional_logic (RecursionError past ~1000 nested brackets or connectives),
-calendar_arithmetic (OverflowError on a huge integer), prime_factorization and boxnet (raise
-on malformed answers).
+Scorers that raise, recurse without bound or run long on other crafted text are not rewritten here:
+``sapo_env.scoring.guard`` bounds every scorer's time and input size and scores their failures 0.
+The scorers that need it, on hostile answers of up to 2048 characters: coin_flip
+(``Fraction('1e999999999')`` computes 10**999999999; stopped by the time limit),
+propositional_logic (RecursionError past ~1000 nested brackets or connectives), calendar_arithmetic
+(OverflowError on a huge integer), prime_factorization and boxnet (raise on malformed answers).
 """
 
 from __future__ import annotations

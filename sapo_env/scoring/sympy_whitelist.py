@@ -1,14 +1,13 @@
 """What a sympy answer may call, and the bounds that keep every step of it quick.
 
-``sapo_env.scoring.safe_parsing.sympy_expression`` reads answer text as ``sympy.parse_expr`` does
-but
-evaluates the syntax tree itself, one operation at a time; this module is its vocabulary.
-``parse_expr`` resolves a name in ``from sympy import *`` and Python's builtin functions, so an
-honest answer may spell a power ``x**5``, ``pow(x, 5)`` or ``Pow(x, 5)``, a root ``sqrt(x)``,
-``cbrt(x)``, ``root(x, 3)`` or ``x**(1/3)``, and reasoning-gym scores all of them. Admitted
-(``FUNCTIONS``, ``CONSTANTS``), each with positional arguments only, at most as many as the
-mathematical function takes (``sqrt(x, False)`` and ``Pow(x, 2, False)`` would pass sympy's
-``evaluate`` flag, which leaves numbers unevaluated where no bound below sees them):
+``sapo_env.scoring.safe_parsing.sympy_expression`` reads answer text as ``sympy.parse_expr``
+does but evaluates the syntax tree itself, one operation at a time; this module is its
+vocabulary. ``parse_expr`` resolves a name in ``from sympy import *`` and Python's builtin
+functions, so an honest answer may spell a power ``x**5``, ``pow(x, 5)`` or ``Pow(x, 5)``, a
+root ``sqrt(x)``, ``cbrt(x)``, ``root(x, 3)`` or ``x**(1/3)``, and reasoning-gym scores all of
+them. Admitted (``FUNCTIONS``, ``CONSTANTS``), each with positional arguments only, at most as
+many as the mathematical function takes (``sqrt(x, False)`` and ``Pow(x, 2, False)`` would pass
+sympy's ``evaluate`` flag, which leaves numbers unevaluated where no bound below sees them):
 
 - powers and roots: ``pow`` (Python's builtin; with a modulus as well), ``Pow``, ``sqrt``,
   ``cbrt``, ``root``, ``real_root``, ``exp``;

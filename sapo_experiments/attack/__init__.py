@@ -20,9 +20,12 @@ Modules: ``config`` (attacks, defenses, the grid), ``sweep`` (running and resumi
 ``report`` (statistics, tables, verdict, figure), ``cli``.
 """
 
+from sapo_env.deprecation import renamed
 from sapo_experiments.attack.config import ATTACKS, DEFENSES, AttackConfig, RunSpec
-from sapo_experiments.attack.report import Cell
+from sapo_experiments.attack.report import ConditionResult
 from sapo_experiments.attack.sweep import AttackResult, attack, run_one
 
-__all__ = ["ATTACKS", "DEFENSES", "AttackConfig", "AttackResult", "Cell", "RunSpec", "attack",
-           "run_one"]
+__all__ = ["ATTACKS", "DEFENSES", "AttackConfig", "AttackResult", "ConditionResult", "RunSpec",
+           "attack", "run_one"]
+
+__getattr__ = renamed(__name__, {"Cell": "ConditionResult"})

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.deprecation import renamed
 from sapo_env.extras import require
 from sapo_experiments.attack.config import (
     ABSENT,
@@ -35,8 +36,9 @@ GOAL = 0.9  #: honest nodes keep this share of their clean cumulative reward
 
 
 @dataclass
-class Cell:
-    """One attack by one fraction of the nodes against one defense, over seeds."""
+class ConditionResult:
+    """One condition of the sweep (an attack by a fraction of the nodes against a defense),
+    over seeds: one cell of the table."""
 
     attack: str
     fraction: float
@@ -69,7 +71,8 @@ def honest_nodes(run: Mapping[str, Any]) -> list[str]:
 
 
 def summarise(config: AttackConfig,
-              runs: Mapping[tuple[str, float, str], Sequence[Mapping[str, Any]]]) -> list[Cell]:
+              runs: Mapping[tuple[str, float, str], Sequence[Mapping[str, Any]]]
+              ) -> list[ConditionResult]:
     clean = runs[(CLEAN, 0.0, "none")]
     tail = max(1, config.rounds // 10)
     cells = []
@@ -80,7 +83,7 @@ def summarise(config: AttackConfig,
             _honest_cumulative(base, h) for base, h in zip(clean, honest)))]
         mean, ci = mean_ci(cumulative)
         ratio_mean, ratio_ci = mean_ci(ratio)
-        cells.append(Cell(
+        cells.append(ConditionResult(
             attack=attack, fraction=fraction, defense=defense, seeds=len(rs),
             honest_cumulative=mean, honest_cumulative_ci=ci, vs_clean=ratio_mean,
             vs_clean_ci=ratio_ci,
@@ -101,13 +104,13 @@ def _watched(rs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
                if all("refused" in r for r in rs) else {})}
 
 
-def _pct(cell: Cell | None) -> str:
+def _pct(cell: ConditionResult | None) -> str:
     if cell is None:
         return "–"
     return format_value(100 * cell.vs_clean, 100 * cell.vs_clean_ci, 0) + "%"
 
 
-def format_markdown(cells: Sequence[Cell], config: AttackConfig) -> str:
+def format_markdown(cells: Sequence[ConditionResult], config: AttackConfig) -> str:
     at = {(c.attack, c.fraction, c.defense): c for c in cells}
     clean = at[(CLEAN, 0.0, "none")]
     attacks = [a for a in ATTACKS if a in config.attacks]
@@ -178,7 +181,7 @@ def format_markdown(cells: Sequence[Cell], config: AttackConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdict(cells: Sequence[Cell], config: AttackConfig) -> str:
+def verdict(cells: Sequence[ConditionResult], config: AttackConfig) -> str:
     """Do the honest nodes keep ``GOAL`` of their clean cumulative reward at
     ``ablation_fraction`` adversaries with every defense on, against every attack?"""
     if config.quick:
@@ -192,7 +195,7 @@ def verdict(cells: Sequence[Cell], config: AttackConfig) -> str:
     met = [c for c in judged if c.vs_clean >= GOAL]
     missed = [c for c in judged if c.vs_clean < GOAL]
 
-    def listed(group: list[Cell]) -> str:
+    def listed(group: list[ConditionResult]) -> str:
         return ", ".join(f"{c.attack} ({100 * c.vs_clean:.0f} ± {100 * c.vs_clean_ci:.0f}%)"
                          for c in group)
 
@@ -207,7 +210,8 @@ def verdict(cells: Sequence[Cell], config: AttackConfig) -> str:
     return " ".join(text)
 
 
-def plot_attacks(config: AttackConfig, cells: Sequence[Cell], path: Path) -> Path:
+def plot_attacks(config: AttackConfig, cells: Sequence[ConditionResult], path: Path
+                 ) -> Path:
     """Honest reward (share of clean) against the fraction of adversaries, without and with
     every defense; and the poisoner's attack success."""
     require("matplotlib", "the attack figure (--no-plots skips it)").use("Agg")
@@ -257,3 +261,6 @@ def plot_attacks(config: AttackConfig, cells: Sequence[Cell], path: Path) -> Pat
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+__getattr__ = renamed(__name__, {"Cell": "ConditionResult"})

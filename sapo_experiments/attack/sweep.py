@@ -20,7 +20,12 @@ from sapo_experiments.attack.config import (
     AttackConfig,
     RunSpec,
 )
-from sapo_experiments.attack.report import Cell, format_markdown, plot_attacks, summarise
+from sapo_experiments.attack.report import (
+    ConditionResult,
+    format_markdown,
+    plot_attacks,
+    summarise,
+)
 from sapo_experiments.run_files import RunFile
 from sapo_experiments.sweep import SweepResult, group_runs, run_sweep, seeds_of, total_seconds
 
@@ -107,7 +112,7 @@ def compute(spec: RunSpec) -> RunFile:
 @dataclass(kw_only=True)
 class AttackResult(SweepResult):
     config: AttackConfig
-    cells: list[Cell]
+    cells: list[ConditionResult]
 
 
 def report(config: AttackConfig, finished: list[tuple[RunSpec, dict[str, Any]]]

@@ -55,12 +55,11 @@ class BenchConfig(SweepConfig):
     """Settings of the ratio benchmark (and ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``,
     ``jobs``, ``ray``, ...). A field left at None takes its track's full preset, or with
     ``quick=True`` its quick one. ``sim`` (``FULL``, ``QUICK``): held-out seeds per policy and
-    scenario 10, quick 2 (paired across policies); rounds per run 300, quick 40 (a smoke test:
-    15.7 s wall, 27.9 s CPU on an idle 2-core machine, 70 s and 46 s at load 4; too short to
-    conclude anything, as its table says); output folder ``out/bench-ratio``, quick
-    ``out/bench-ratio-quick``. ``real``: ``tracks.REAL_FULL`` and ``tracks.REAL_QUICK``. On Ray,
-    the learner factory and ``sb3_model`` must be importable and readable where the tasks
-    run."""
+    scenario 10, quick 2 (paired across policies); rounds per run 300, quick 40 (a smoke test of
+    seconds, too short to conclude anything, as its table says); output folder
+    ``out/bench-ratio``, quick ``out/bench-ratio-quick``. ``real``: ``tracks.REAL_FULL`` and
+    ``tracks.REAL_QUICK``. On Ray, the learner factory and ``sb3_model`` must be importable and
+    readable where the tasks run."""
 
     track: str = "sim"
     """The world the policies are ranked in (:mod:`sapo_experiments.bench_ratio.tracks`):

@@ -90,9 +90,8 @@ class TinyNodes:
 
 
 FULL: dict[str, Any] = {"rounds": 36, "seeds": 2, "out": "out/format-propagation"}
-"""The sweep's settings where a field is left at None: 8 runs of 36 rounds; the committed ones
-took 682-2,700 s wall each, 11,862 s in all, one thread each and two at a time on 2 cores (about
-1.6 hours; CPU time not recorded)."""
+"""The sweep's settings where a field is left at None: 8 runs of 36 rounds (hours on a CPU; the
+committed runs' times: BENCHMARKS.md, "Figures the code cites")."""
 QUICK: dict[str, Any] = {"rounds": 4, "seeds": 1, "out": "out/format-propagation-quick"}
 """``quick=True``: a smoke test of the pipeline."""
 
@@ -145,16 +144,8 @@ class FormatConfig(SweepConfig):
 
     # --- GRPO (LoRA) ---
     learning_rate: float = 3e-4
-    """Adam step of each LoRA adapter, between two sourced values and chosen by a pilot (the
-    demonstrator condition, seed 0, 30 rounds). "LoRA Without Regret" (Schulman et al.,
-    Thinking Machines, 2025) puts the best LoRA rate at ~10x the full fine-tuning one: 10 x
-    1e-5 (the paper's reference code's first rate) is 1e-4, at which tag use stayed at 0-6%
-    for 18 rounds. Its tinker cookbook's rule for Llama models (``hyperparam_utils.get_lr``:
-    5e-5 x 10 x (2000 / hidden size)^0.781, hidden size 576) gives 1.3e-3, a supervised
-    rate: under GRPO at 1e-3 tag use reached 78% by round 6, then the policy collapsed into
-    repeated tokens (gradient norm 0.4 -> 13, no tags from round 24). At 3e-4 tag use reached
-    78% at round 13, dipped to 31-72% in rounds 17-26 and came back to 88-91% (gradient norm
-    0.3 -> ~2, so ``max_grad_norm=1`` binds from round 13)."""
+    """Adam step of each LoRA adapter: 3e-4, between two sourced values and chosen by a pilot
+    (docs/provenance.md, "Format propagation: the LoRA learning rate")."""
     max_new_tokens: int | None = None
     """Longest completion in tokens (None: 48 for SmolLM2, whose tagged one-number answer
     needs ~10; 12 for tiny nodes, whose tokens are characters)."""

@@ -1,8 +1,7 @@
 """One run of the experiment: a condition under one seed, round by round, with its metrics.
 
 The loop is ``sapo_env.runtime.run``'s, written out with ``sapo_env.runtime.play_round`` because
-the metrics
-need each round's questions, which the observations *before* the step hold.
+the metrics need each round's questions, which the observations *before* the step hold.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ The focal node is the single agent: it observes its ``RatioFeatures`` (a ``Box``
 the J of its next round (``Discrete(train_budget + 1)``); every other node's J comes from a
 ratio policy (``agents.ratio``: ``choose(observation)`` before each round, ``update(reward,
 info)`` after it, as ``sapo_env.runtime.run`` calls them). One step plays one inner round; the
-episode
-is truncated after ``max_rounds`` steps. This is the single-agent view of
+episode is truncated after ``max_rounds`` steps. This is the single-agent view of
 ``sapo_experiments.meta.parallel``, built on the same ``InnerSwarm``: a best response to a fixed
 population rather than a population learning together.
 

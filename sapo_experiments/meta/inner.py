@@ -36,13 +36,11 @@ from sapo_experiments.learners import AgentFactory, simulated_learners
 RewardMode = Literal["own", "swarm_mean"]
 
 DEFAULT_MAX_ROUNDS = 200
-"""Episode length of the meta envs, in rounds. With simulated learners a sharing swarm (4/4)
-pulls away from isolated nodes (8/0) after about 100 rounds (measured, n = 8, one seed: mean
-reward 0.037 vs 0.017 in rounds 100-200, 0.11 vs 0.024 in rounds 250-300), so 200 rounds let
-a J choice pay off inside an episode, while one episode of 8 nodes still takes about 10 s
-(measured: a 200-round run of 8 simulated learners, 10.6 s wall, 10.2 s CPU at load 0.4, on
-one core of a 2-core AMD EPYC): PPO sees tens of episodes in ten minutes. The paper's runs
-are 2000 rounds long; pass ``max_rounds=2000`` to train on those."""
+"""Episode length of the meta envs, in rounds: with simulated learners a sharing swarm (4/4)
+pulls away from isolated nodes (8/0) after about 100 rounds, so 200 rounds let a J choice pay off
+inside an episode, while an episode stays short enough for PPO to see tens of them
+(docs/provenance.md, "Meta environments: episode length"). The paper's runs are 2000 rounds
+long; pass ``max_rounds=2000`` to train on those."""
 
 
 def _own(net: Mapping[str, float]) -> dict[str, float]:

@@ -21,11 +21,10 @@ zero-advantage groups dropped: the same budget; the dropped groups carry no grad
 in the loss's normaliser, so every step on the rest is longer) and ``4/4 answering 8`` (8
 questions answered, 4 own + 4 external trained on: sharing without the saved generation).
 
-With ``learner="sim"`` (the default) the nodes are ``agents.sim.simulated.SimulatedLearner``s:
-the whole sweep takes 6.4 minutes wall, 12.3 of CPU, with ``jobs=2`` on a 2-core VM, and says
-something about sampling dynamics, nothing about language models. ``learner="grpo"`` runs
-``agents.GRPOAgent`` language models (GPUs); any agent factory runs your own agents
-(``sapo_experiments.learners``).
+With ``learner="sim"`` (the default) the nodes are ``agents.sim.simulated.SimulatedLearner``s: the
+whole sweep takes minutes on a CPU (docs/reproducing.md gives its times), and says something about
+sampling dynamics, nothing about language models. ``learner="grpo"`` runs ``agents.GRPOAgent``
+language models (GPUs); any agent factory runs your own agents (``sapo_experiments.learners``).
 
 Outputs in ``out``:
     ``results.md``, ``results.csv``   cumulative reward, mean and 95% CI over seeds, its ratio
@@ -60,15 +59,16 @@ runs and resumes them), ``report`` (statistics, the table, what changed over the
 ``figures``, ``plan`` (what a sweep trains and for how long), ``cli``.
 """
 
+from sapo_env.deprecation import renamed
 from sapo_experiments.learners import AgentFactory, GRPOLearners, simulated_learners
 from sapo_experiments.reproduce.config import (
     BY_LABEL,
-    EXPERIMENTS,
+    CONDITIONS,
     FULL,
     QUICK,
     TINY_FULL,
     TINY_QUICK,
-    Experiment,
+    Condition,
     ReproduceConfig,
     RunSpec,
 )
@@ -79,13 +79,13 @@ from sapo_experiments.sweep import seeds_of
 
 __all__ = [
     "BY_LABEL",
-    "EXPERIMENTS",
+    "CONDITIONS",
     "FULL",
     "QUICK",
     "TINY_FULL",
     "TINY_QUICK",
     "AgentFactory",
-    "Experiment",
+    "Condition",
     "GRPOLearners",
     "ReproduceConfig",
     "ReproduceResult",
@@ -100,3 +100,5 @@ __all__ = [
     "smoothing_window",
     "verdict",
 ]
+
+__getattr__ = renamed(__name__, {"Experiment": "Condition", "EXPERIMENTS": "CONDITIONS"})

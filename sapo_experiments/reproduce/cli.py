@@ -7,7 +7,7 @@ import json
 
 from sapo_experiments import learners, sweep_cli
 from sapo_experiments.reproduce.config import (
-    EXPERIMENTS,
+    CONDITIONS,
     FULL,
     QUICK,
     TINY_FULL,
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
                         help="subset to run, by label or slug (default all; tiny quick 8/0 4/4): "
-                             + ", ".join(repr(e.label) for e in EXPERIMENTS))
+                             + ", ".join(repr(e.label) for e in CONDITIONS))
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"seeds per configuration (default {FULL['seeds']}; quick "
                              f"{QUICK['seeds']}; tiny quick {TINY_QUICK['seeds']})")

@@ -1,4 +1,5 @@
-"""What a sweep runs: the paper's configurations, the sweep's settings, and one run's spec."""
+"""What a sweep runs: its conditions (the paper's I/J configurations and the controls), the
+sweep's settings, and one run's spec."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sapo_env.deprecation import renamed
 from sapo_env.validation import check_int, unknown_names
 from sapo_experiments import learners
 from sapo_experiments.learners import AgentFactory
@@ -25,8 +27,8 @@ Protocol = Literal["paper", "fixed"]
 
 
 @dataclass(frozen=True)
-class Experiment:
-    """One configuration of the sweep."""
+class Condition:
+    """One condition of the sweep: an I/J configuration, or a control."""
 
     label: str  #: as printed in the table, e.g. ``"4/4"``
     slug: str  #: file-name form, e.g. ``"4-4"``
@@ -36,28 +38,28 @@ class Experiment:
     note: str = ""
 
 
-EXPERIMENTS: tuple[Experiment, ...] = (
-    Experiment("8/0", "8-0", 0, {}, 561.79, "no sharing (the paper's baseline)"),
-    Experiment("6/2", "6-2", 2, {}, 854.43),
-    Experiment("4/4", "4-4", 4, {}, 1093.31, "the paper's best"),
-    Experiment("2/6", "2-6", 6, {}, 945.87, "oscillates in the paper"),
-    Experiment("8/0 oversampled + filtered", "8-0-oversampled-filtered", 0,
+CONDITIONS: tuple[Condition, ...] = (
+    Condition("8/0", "8-0", 0, {}, 561.79, "no sharing (the paper's baseline)"),
+    Condition("6/2", "6-2", 2, {}, 854.43),
+    Condition("4/4", "4-4", 4, {}, 1093.31, "the paper's best"),
+    Condition("2/6", "2-6", 6, {}, 945.87, "oscillates in the paper"),
+    Condition("8/0 oversampled + filtered", "8-0-oversampled-filtered", 0,
                {"questions_per_round": 16, "filter_local": True}, None,
                "control: 16 questions, trains on up to 8 informative own groups"),
-    Experiment("4/4 self-replay", "4-4-self-replay", 4,
+    Condition("4/4 self-replay", "4-4-self-replay", 4,
                {"external_source": "self_replay", "pool_window": 2}, None,
                "control: J slots from the node's own groups of the last round"),
-    Experiment("8/0 filtered", "8-0-filtered", 0, {"filter_local": True}, None,
+    Condition("8/0 filtered", "8-0-filtered", 0, {"filter_local": True}, None,
                "control: 8 questions, own zero-advantage groups dropped (same budget)"),
-    Experiment("4/4 answering 8", "4-4-answering-8", 4, {"questions_per_round": 8}, None,
+    Condition("4/4 answering 8", "4-4-answering-8", 4, {"questions_per_round": 8}, None,
                "control: answers 8 questions, trains on 4 own + 4 external"),
-    Experiment("4/0", "4-0", 0, {"train_budget": 4}, None,
+    Condition("4/0", "4-0", 0, {"train_budget": 4}, None,
                "control: answers 4 questions, trains on its 4 groups (4/4's generation and "
                "steps, without sharing)"),
-    Experiment("8/0 16 completions", "8-0-16-completions", 0,
+    Condition("8/0 16 completions", "8-0-16-completions", 0,
                {"completions_per_question": 16}, None,
                "control: twice the rollouts per question, no sharing"),
-    Experiment("8/0 rescue", "8-0-rescue", 0, {"shared_questions": True, "rescue": True}, None,
+    Condition("8/0 rescue", "8-0-rescue", 0, {"shared_questions": True, "rescue": True}, None,
                "every node answers the same 8 questions; an own all-fail group is replaced by "
                "a peer's group on that question with some successes"),
 )
@@ -66,11 +68,11 @@ filtered, self-replay), filtering at the same budget, 4/4 without the saved gene
 (4/4's generation and optimizer steps without sharing), twice the rollouts, and rescue of
 all-fail groups (``SwarmConfig.rescue``)."""
 
-PAPER_AND_TWO_CONTROLS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS[:6])
+PAPER_AND_TWO_CONTROLS: tuple[str, ...] = tuple(e.label for e in CONDITIONS[:6])
 """What a sweep runs by default: the paper's four configurations and the reviewers' two
 controls (the runs in docs/reproduce/ and docs/tiny-reproduce/)."""
 
-BY_LABEL = {e.label: e for e in EXPERIMENTS} | {e.slug: e for e in EXPERIMENTS}
+BY_LABEL = {e.label: e for e in CONDITIONS} | {e.slug: e for e in CONDITIONS}
 
 
 FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
@@ -80,14 +82,12 @@ FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
 QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
                          "held_out_questions": 16, "out": "out/reproduce-quick",
                          "experiments": PAPER_AND_TWO_CONTROLS}
-"""The same with ``quick=True``: a smoke test of the pipeline (79 s wall, 56 s CPU at
-load 4 on 2 cores)."""
+"""The same with ``quick=True``: a smoke test of the pipeline (about a minute on a CPU)."""
 TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
                              "held_out_questions": 32, "out": "out/reproduce-tiny",
                              "experiments": PAPER_AND_TWO_CONTROLS}
 """The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
-(the committed runs took 572-1,565 s wall each, two at a time on 2 cores, CPU time not
-recorded; 2000 rounds were not run)."""
+(2000 rounds were not run)."""
 TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
                               "held_out_questions": 16, "out": "out/reproduce-tiny-quick",
                               "experiments": ("8/0", "4/4")}
@@ -100,25 +100,24 @@ class ReproduceConfig(SweepConfig):
     ``jobs``, ``ray``, ...). Fields documented "None: ..." take their value from ``presets``:
     ``FULL`` or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``: seeds per
     configuration 3, sim quick 2, tiny quick 4; rounds 2000, quick 100, tiny 200, tiny quick 40.
-    ``quick=True`` is a quick run: with the simulated learner a smoke test (79 s wall, 56 s CPU at
-    load 4) whose table says it is too short to conclude anything; with the tiny learner 8/0 against
+    ``quick=True`` is a quick run: with the simulated learner a smoke test (about a minute on a
+    CPU) whose table says it is too short to conclude anything; with the tiny learner 8/0 against
     4/4 for 40 rounds (``make demo``), whose table says whether its seeds decide the difference. On
     Ray (``ray``), ``gpus_per_run=1`` puts each GRPO learner on a GPU, and checkpoints and
     TensorBoard runs are written where a task runs."""
 
     learner: Learner | AgentFactory = "sim"
-    """Who plays the nodes: ``"sim"``, simulated learners (CPU; the full sweep takes 6.4 min
-    wall, 12.3 of CPU, on 2 cores; a surrogate whose sharing pays by construction); ``"tiny"``,
-    tiny transformer specialists trained by GRPO (CPU, real learners; ``tiny`` sets them up);
-    ``"grpo"``, language models (GPUs); or an agent factory of your own (see
-    ``sapo_experiments.learners``)."""
+    """Who plays the nodes: ``"sim"``, simulated learners (CPU; the full sweep takes minutes; a
+    surrogate whose sharing pays by construction); ``"tiny"``, tiny transformer specialists trained
+    by GRPO (CPU, real learners; ``tiny`` sets them up); ``"grpo"``, language models (GPUs); or an
+    agent factory of your own (see ``sapo_experiments.learners``)."""
     tiny: learners.TinyLearners = field(default_factory=learners.TinyLearners)
     """The tiny learner's settings (``learner="tiny"``): specialties, learning rate, ...; its
     tasks and empty system prompt go into every configuration's swarm (``swarm`` overrides)."""
     model: str | None = None
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
     experiments: tuple[str, ...] | None = None
-    """Configurations to run, by label or slug (see ``EXPERIMENTS``; None: the paper's four
+    """Conditions to run, by label or slug (see ``CONDITIONS``; None: the paper's four
     and the reviewers' two controls, or tiny quick 8/0 and 4/4)."""
     protocol: Protocol = "paper"
     """``"paper"``: a node with J external groups answers I = 8 - J questions (the paper's
@@ -223,15 +222,15 @@ class ReproduceConfig(SweepConfig):
             return self.tiny
         return self.learner
 
-    def swarm_config(self, experiment: Experiment) -> Any:
-        """The ``SwarmConfig`` of one configuration of the sweep."""
+    def swarm_config(self, condition: Condition) -> Any:
+        """The ``SwarmConfig`` of one condition of the sweep."""
         from sapo_env.config import SwarmConfig
 
         protocol = {} if self.protocol == "paper" else {"questions_per_round": 8}
         learner = self.tiny.swarm_settings() if self.learner == "tiny" else {}
         return SwarmConfig(n_agents=self.n_agents, max_rounds=self.rounds,
-                           num_external=experiment.num_external,
-                           **{**learner, **self.swarm, **protocol, **experiment.overrides})
+                           num_external=condition.num_external,
+                           **{**learner, **self.swarm, **protocol, **condition.overrides})
 
 
 @dataclass(frozen=True)
@@ -261,3 +260,6 @@ class RunSpec(RunSpecBase):
             "learner": learners.describe(c.agent_factory()),
             "held_out": [c.held_out_every, c.held_out_questions], "swarm": c.swarm,
         })
+
+
+__getattr__ = renamed(__name__, {"Experiment": "Condition", "EXPERIMENTS": "CONDITIONS"})

@@ -22,18 +22,17 @@ from sapo_experiments.run_files import is_finished, made_by_other_code
 from sapo_experiments.sweep import seeds_of
 
 NODE_ROUND_CPU: dict[tuple[str, str], tuple[float, str]] = {
-    ("tiny", "bfloat16"): (0.16, "make demo's 416 s of CPU for 8 runs x 40 rounds x 8 nodes "
-                                 "on a 2-core AMD EPYC, 2026-12-05, BENCHMARKS.md"),
-    ("tiny", "float32"): (0.41, "793 s of CPU for 6 runs x 40 rounds x 8 nodes in float32 on "
-                                "a 2-core AMD EPYC, before the faster shared-prompt path of "
-                                "2026-12-04, BENCHMARKS.md"),
-    ("sim", ""): (0.006, "the quick sweep's 56 s of CPU for 12 runs x 100 rounds x 8 nodes "
-                         "on 2 cores"),
+    ("tiny", "bfloat16"): (0.16, 'make demo\'s CPU time over its node-rounds (BENCHMARKS.md, '
+                                 '"Figures the code cites")'),
+    ("tiny", "float32"): (0.41, 'a float32 demo\'s CPU time over its node-rounds '
+                                '(BENCHMARKS.md, "Figures the code cites")'),
+    ("sim", ""): (0.006, "the quick sweep's CPU time over its node-rounds (BENCHMARKS.md, "
+                         '"Figures the code cites")'),
 }
 """CPU seconds of one node's round (acting, learning, the env's share), by learner and compute
-dtype, with where it was measured."""
-WARM_START_STEP_CPU = (0.36, "the spelling specialist's 71 s of CPU for 200 steps; the "
-                             "arithmetic one's took 151 s for 600")
+dtype, with where the figure comes from."""
+WARM_START_STEP_CPU = (0.36, "the dearer of the two default specialists' warm starts "
+                             '(BENCHMARKS.md, "Figures the code cites")')
 """CPU seconds of one supervised warm-start step (evaluations included), the dearer of the two
 default specialists', with its source: times ``warm_start_steps``, a bound on a warm start."""
 

@@ -1,0 +1,95 @@
+"""Docstrings and comments state contracts: no issue number, date or machine name in the code or
+the tests (the history is in CHANGELOG.md and the commits, the figures in BENCHMARKS.md, where a
+method comes from in docs/provenance.md).
+
+Every docstring (a string standing alone as a statement: module, class, function and attribute
+docstrings) and every comment of ``sapo_env``, ``agents``, ``sapo_experiments``, ``benchmarks``
+and ``tests`` is read; string values the code uses (a test's data, a regex) are not.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sapo_env", "agents", "sapo_experiments", "benchmarks", "tests")
+MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
+          "December")
+NOTES = {
+    "an issue number": re.compile(r"\bissues? ?#?\d+|(?:^|[^\w&/])#\d{2,}\b", re.IGNORECASE),
+    "a date": re.compile(rf"\b20\d\d-\d\d-\d\d\b|\b(?:{MONTHS}) (?:\d{{1,2}}, )?20\d\d\b"),
+    "a machine": re.compile(r"\bEPYC\b|\bXeon\b|\b\d+-core\b|\bthis VM\b|\b\d+-CPU VM\b"),
+}
+ALLOWED: dict[tuple[str, str], str] = {}
+"""(path, the line's text) -> why it must stay. Empty: nothing needs to."""
+
+
+def prose(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and every docstring line of ``source``."""
+    lines = [(t.start[0], t.string.lstrip("#"))
+             for t in tokenize.generate_tokens(io.StringIO(source).readline)
+             if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            lines += [(node.lineno + i, text)
+                      for i, text in enumerate(node.value.value.splitlines())]
+    return sorted(lines)
+
+
+def notes_in(source: str) -> list[tuple[int, str, str]]:
+    """(line, what, text) of each line of prose in ``source`` that holds a note."""
+    return [(n, what, text.strip()) for n, text in prose(source)
+            for what, pattern in NOTES.items() if pattern.search(text)]
+
+
+@functools.cache
+def notes_in_the_code() -> tuple[tuple[str, int, str, str], ...]:
+    """(path, line, what, text) of every note in the packages' modules."""
+    paths = sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+    return tuple((str(p.relative_to(ROOT)), *note) for p in paths
+                 for note in notes_in(p.read_text()))
+
+
+def test_no_docstring_or_comment_holds_an_issue_number_a_date_or_a_machine():
+    found = [f"{path}:{n}: {what}: {text}" for path, n, what, text in notes_in_the_code()
+             if (path, text) not in ALLOWED]
+    assert found == [], "\n".join(found)
+
+
+def test_every_allowed_note_is_still_there():
+    """An allow-list entry whose line is gone is removed with it."""
+    assert set(ALLOWED) <= {(path, text) for path, _, _, text in notes_in_the_code()}
+
+
+@pytest.mark.parametrize("source, what", [
+    ('"""Issue 33: the step was slow."""', "an issue number"),
+    ("x = 1  # see #33 for why", "an issue number"),
+    ("class A:\n    y = 2\n    \"\"\"Fixed in issue #41.\"\"\"", "an issue number"),
+    ('def f():\n    """Measured 2026-12-05."""', "a date"),
+    ("# as of December 2026", "a date"),
+    ('"""On a 2-core AMD EPYC at load 4."""', "a machine"),
+    ("# 40 s on this VM", "a machine"),
+])
+def test_the_scan_finds_each_kind_of_note(source, what):
+    assert [w for _, w, _ in notes_in(source)] == [what]
+
+
+def test_the_scan_leaves_code_values_and_plain_prose_alone():
+    source = '''
+COLOR = "#1f77b4"  # matplotlib's first colour
+STAMP = "2020-01-01"
+PATTERN = r"issue \\d+"
+
+
+def f():
+    """Element #0 of each row; 12 cores' worth of work; rounds 20-40."""
+'''
+    assert notes_in(source) == []
