@@ -76,8 +76,8 @@ logger = logging.getLogger("calibrate_sim")
 
 BASE_SEED = 0  # the reproduce sweep's default
 RATIO_TOLERANCE = 0.2  # a predicted ratio to 8/0 "agrees" within this (or the target's CI)
-TINY_SUMMARIES = ("docs/tiny-reproduce/lr3e-4/summary.json",
-                  "docs/tiny-reproduce/eight-seeds/summary.json")
+TINY_SUMMARIES = ("records/tiny-reproduce/lr3e-4/summary.json",
+                  "records/tiny-reproduce/eight-seeds/summary.json")
 """The committed tiny sweeps: all six configurations on 3 seeds, and 8/0 and 4/4 on 8."""
 
 

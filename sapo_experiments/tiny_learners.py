@@ -130,7 +130,7 @@ class TinyLearners:
     Its results equal the copied path's to float rounding, not bit for bit: a run follows the
     copied one until a rounding difference flips a sampled token (round 64 of a measured
     100-round run). False
-    repeats the runs in docs/tiny-reproduce/ made before it existed."""
+    repeats the runs in records/tiny-reproduce/ made before it existed."""
     torch_threads: int | None = 1
     """torch threads of the process: models this small run fastest on one thread, and a
     sweep runs one run per core (None: torch's default)."""
@@ -140,7 +140,7 @@ class TinyLearners:
     machine multiplies it natively (a GPU, or a CPU with AVX512-BF16 or AMX), else float32.
     In bfloat16 the matrix products run under autocast while weights and Adam's moments stay
     float32: 1.7x faster a run on this project's CPUs (BENCHMARKS.md, "The main job"), but
-    rounded otherwise than the float32 runs in docs/tiny-reproduce/, so not the same runs.
+    rounded otherwise than the float32 runs in records/tiny-reproduce/, so not the same runs.
     The warm starts are float32 whatever this says."""
 
     def __post_init__(self) -> None:

@@ -89,7 +89,7 @@ def test_quick_changes_only_the_defaults():
 
 
 def test_the_tiny_learner_has_its_own_full_and_quick_sweeps():
-    """The tiny sweep's defaults are those of the run in docs/tiny-reproduce/, and its quick
+    """The tiny sweep's defaults are those of the run in records/tiny-reproduce/, and its quick
     run (make demo) is 8/0 against 4/4; a value given explicitly is kept."""
     tiny = rp.ReproduceConfig(learner="tiny")
     assert (tiny.rounds, tiny.seeds, tiny.held_out_every, tiny.held_out_questions) == (

@@ -139,7 +139,7 @@ def add_tiny_arguments(parser: argparse.ArgumentParser, tiny: learners.TinyLearn
     parser.add_argument("--tiny-copied-prompts", action="store_true",
                         help="tiny learner: copy each prompt's keys and values to its "
                              "completions instead of sharing them (slower; repeats bit for bit "
-                             "the runs in docs/tiny-reproduce/ made before prompt sharing)")
+                             "the runs in records/tiny-reproduce/ made before prompt sharing)")
     parser.add_argument("--tiny-max-grad-norm", type=float, default=tiny.max_grad_norm,
                         help="tiny learner: gradient-norm clipping, 0 for none (default "
                              f"{tiny.max_grad_norm})")

@@ -68,7 +68,7 @@ all-fail groups (``SwarmConfig.rescue``)."""
 
 PAPER_AND_TWO_CONTROLS: tuple[str, ...] = tuple(e.label for e in EXPERIMENTS[:6])
 """What a sweep runs by default: the paper's four configurations and the reviewers' two
-controls (the runs in docs/reproduce/ and docs/tiny-reproduce/)."""
+controls (the runs in records/reproduce/ and records/tiny-reproduce/)."""
 
 BY_LABEL = {e.label: e for e in EXPERIMENTS} | {e.slug: e for e in EXPERIMENTS}
 
@@ -85,7 +85,7 @@ load 4 on 2 cores)."""
 TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
                              "held_out_questions": 32, "out": "out/reproduce-tiny",
                              "experiments": PAPER_AND_TWO_CONTROLS}
-"""The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
+"""The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in records/tiny-reproduce/
 (the committed runs took 572-1,565 s wall each, two at a time on 2 cores, CPU time not
 recorded; 2000 rounds were not run)."""
 TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
