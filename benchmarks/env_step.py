@@ -199,7 +199,7 @@ def measure(n: int, rounds: int, seed: int = 0, protections: bool = True) -> dic
                                           "max_answer_chars": 16384}
     load = os.getloadavg()[0]
     env = sapo_env.parallel_env(n=n, max_rounds=rounds + 2, **unprotected)
-    tasks._entry.cache_clear()  # else a later run with the same seed skips generation
+    tasks.cached_entry.cache_clear()  # else a later run with the same seed skips generation
     observations, _ = env.reset(seed=seed)
     # warm caches (datasets, regexes) outside the timed rounds
     _, (observations, *_) = timed_step(env, canned_actions(observations), protections)

@@ -46,9 +46,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from sapo_env.scoring.datasets import dataset_for
 from sapo_env.scoring.guard import TICK, ScoringLimits, no_failures
 from sapo_env.scoring.jobs import Scored, as_jobs, score_jobs
-from sapo_env.tasks import dataset_for
 
 logger = logging.getLogger(__name__)
 
