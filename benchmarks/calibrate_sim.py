@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 
 import sapo_env
 import sapo_env.runtime
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--start", action="append", default=[], metavar="FIELD=VALUE",
                         help="where the search of a fitted field starts (default: its "
                              "current default)")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     tiny = args.target == "tiny"
     seeds = args.seeds or (8 if tiny else 2)
@@ -457,9 +457,7 @@ def main(argv: list[str] | None = None) -> None:
                        + ([f"--seeds {seeds}"] if args.seeds else []))
     section = report(cal, free, params, result, seeds, fit_seeds, args.tol, minutes,
                      command + " --write" * args.write)
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":
