@@ -79,7 +79,8 @@ class TinyLearners:
     specialty), where reached within ``warm_start_steps``."""
     common_base: bool = False
     """Start every node of a run from one warm start on every specialty, a different one per
-    seed (see the class docstring); False: specialists, the same for every seed."""
+    seed: the paper's setting, one base model for every node; False: specialists, the same
+    for every seed."""
     hidden_sizes: tuple[int, ...] = (128,)
     """Widths of the nodes' models, dealt round-robin (node ``i``: ``hidden_sizes[i % k]``),
     each with heads of 32 and an MLP three times as wide (128: the default
