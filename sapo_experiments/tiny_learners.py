@@ -127,11 +127,11 @@ class TinyLearners:
     node by node, faster)."""
     share_prompts: bool = True
     """The batched swarm's completions read their prompt's keys and values once
-    (``batched_swarm(share_prompts=...)``, 1.37-1.44x less CPU a round in float32; BENCHMARKS.md).
-    Its results equal the copied path's to float rounding, not bit for bit: a run follows the
-    copied one until a rounding difference flips a sampled token (round 64 of a measured
-    100-round run). False
-    repeats the runs in records/tiny-reproduce/ made before it existed."""
+    (``batched_swarm(share_prompts=...)``, 1.37-1.44x less CPU a round in float32;
+    BENCHMARKS.md). Its results equal the copied path's to float rounding, not bit for bit: a
+    run follows the copied one until a rounding difference flips a sampled token (round 64 of a
+    measured 100-round run). False repeats the runs in records/tiny-reproduce/ made before it
+    existed."""
     torch_threads: int | None = 1
     """torch threads of the process: models this small run fastest on one thread, and a
     sweep runs one run per core (None: torch's default)."""

@@ -28,8 +28,8 @@ a ``ProcessScoring`` instead (``round_scoring.LocalScoring`` switches by itself)
 
 It costs pickling each node's entries and completions both ways (the calls of a round are sent
 at once and answered in order: no round trip per node; BENCHMARKS.md, "Env step from a worker
-thread"). With neither a time limit nor a budget there is nothing
-to enforce, and the completions are scored in the caller's thread.
+thread"). With neither a time limit nor a budget there is nothing to enforce, and the
+completions are scored in the caller's thread.
 """
 
 from __future__ import annotations

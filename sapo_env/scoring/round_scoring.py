@@ -1,13 +1,12 @@
 """Scoring a round's completions: in the env's process (the default) or spread over Ray workers.
 
-At n = 512 a round is 16,384 completions, about a third of a second of verifier work on one
-core (BENCHMARKS.md, "Ray nodes").
-``parallel_env(n=512, scoring=RayScoring(workers=2))`` scores them in Ray tasks instead (call
-``ray.init()`` first): the questions go to the workers as their refs and reasoning-gym entries,
-each worker rebuilds the same datasets (cached) and scores with the same guarded, safe scorers,
-so the scores and failure counts are the ones the env computes in process (the tests check it).
-Per-completion time limits hold in a worker too when Ray runs the task in the worker's main
-thread (its default); otherwise the guard warns and scores without one
+At n = 512 a round is 16,384 completions, about a third of a second of verifier work on one core
+(BENCHMARKS.md, "Ray nodes"). ``parallel_env(n=512, scoring=RayScoring(workers=2))`` scores them
+in Ray tasks instead (call ``ray.init()`` first): the questions go to the workers as their refs
+and reasoning-gym entries, each worker rebuilds the same datasets (cached) and scores with the
+same guarded, safe scorers, so the scores and failure counts are the ones the env computes in
+process (the tests check it). Per-completion time limits hold in a worker too when Ray runs the
+task in the worker's main thread (its default); otherwise the guard warns and scores without one
 (``sapo_env.scoring.guard``). A ``Scoring`` is a run-time resource, not a setting: it is an
 argument of the env, not a ``SwarmConfig`` field, and a state or checkpoint does not hold it.
 

@@ -10,12 +10,12 @@ Per scenario, over its policy nodes (those following the policy):
   adaptation has something to win that luck does not explain.
 - per policy: cumulative reward with its 95% CI over seeds; its paired difference to the best
   fixed ratio; the **captured fraction** of the headroom, mean(policy - best fixed) /
-  mean(oracle - best fixed), with a 95% CI by the delta method over the paired seeds (only
-  where the headroom is decided; printed "n/r", not resolvable, where that CI is wider than
-  ± 100%: the seeds cannot tell such a policy from one that captures none or all of it); the
-  final moving reward, completions generated per
-  node-round, reward per 1,000 generated completions and the mean J; and for the whole swarm
-  its cumulative reward and that of its worst node among those that answered any question.
+  mean(oracle - best fixed), with a 95% CI by the delta method over the paired seeds (only where
+  the headroom is decided; printed "n/r", not resolvable, where that CI is wider than ± 100%:
+  the seeds cannot tell such a policy from one that captures none or all of it); the final
+  moving reward, completions generated per node-round, reward per 1,000 generated completions
+  and the mean J; and for the whole swarm its cumulative reward and that of its worst node among
+  those that answered any question.
 
 Without a tuning entry for the settings (``BenchConfig.tuned``) there is no oracle, and the
 best fixed ratio is the fixed policy with the highest cumulative reward on the held-out seeds
