@@ -69,7 +69,7 @@ $(VENV)/.served: $(VENV)/.dev
 # learners, on the CPU), 40 rounds x 4 seeds, with figures and TensorBoard runs, in bfloat16
 # where the CPU has bfloat16 instructions (--tiny-dtype fast: 1.7x faster on one that has them,
 # float32 and no faster elsewhere; BENCHMARKS.md, "The main job"); then the full
-# 200-round float32 sweep committed in docs/tiny-reproduce/, beside it. Needs torch (TORCH, from
+# 200-round float32 sweep committed in records/tiny-reproduce/, beside it. Needs torch (TORCH, from
 # TORCH_INDEX above) and transformers; nothing is downloaded from a model hub. pytest: the README's
 # test of your own ratio policy.
 $(VENV)/.demo: $(VENV)/.core
@@ -77,7 +77,7 @@ $(VENV)/.demo: $(VENV)/.core
 	$(PIP) -e ".[lm,plot]" tensorboard "pytest>=8"
 	touch $@
 
-FULL_TINY_RUN := docs/tiny-reproduce/lr3e-4/results.md
+FULL_TINY_RUN := records/tiny-reproduce/lr3e-4/results.md
 QUICK_TINY_RUN := out/reproduce-tiny-quick
 
 # It prints what it trains and for how long first, and bars while it warm-starts and runs; then

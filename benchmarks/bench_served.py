@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import httpx2
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 
 import sapo_env
 from agents import DemonstratorAgent
@@ -169,8 +169,7 @@ def main() -> None:
                         "took 59 s instead of 1)")
     parser.add_argument("--concurrency", default="8,1",
                         help="max_concurrent_requests values to measure (default 8,1)")
-    parser.add_argument("--write", action="store_true", help="replace the section of "
-                        "BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args()
     if missing():
         parser.error(f"needs a local llama.cpp server: {missing()}")
@@ -178,9 +177,7 @@ def main() -> None:
     results = [measure(args.rounds, args.max_tokens, args.threads, int(c))
                for c in args.concurrency.split(",")]
     section = report(results, (before, Path("/proc/loadavg").read_text().split()[0]))
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
-"""BENCHMARKS.md: each benchmark owns one ``## Heading`` section and replaces only that one."""
+"""BENCHMARKS.md: each benchmark owns one ``## Heading`` section and replaces only that one.
+
+Every benchmark ends the same way: it prints its section and, given ``--write``
+(``add_write_flag``), replaces that section in BENCHMARKS.md (``publish``)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 from pathlib import Path
@@ -23,6 +27,18 @@ def write_section(section: str, path: Path = BENCHMARKS_MD) -> None:
         end = text.find("\n## ", start + len(heading))
         text = text[:start] + section.rstrip("\n") + "\n" + ("" if end == -1 else text[end:])
     path.write_text(text)
+
+
+def add_write_flag(parser: argparse.ArgumentParser, also: str = "") -> None:
+    """The ``--write`` flag: without it a benchmark only prints (``also``: what else it writes)."""
+    parser.add_argument("--write", action="store_true", help=f"update BENCHMARKS.md{also}")
+
+
+def publish(section: str, write: bool, path: Path = BENCHMARKS_MD) -> None:
+    """Print ``section``; if ``write``, replace its section of ``path`` (``write_section``)."""
+    print(section)
+    if write:
+        write_section(section, path)
 
 
 def machine() -> str:

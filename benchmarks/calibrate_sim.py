@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 
 import sapo_env
 import sapo_env.runtime
@@ -75,8 +75,8 @@ logger = logging.getLogger("calibrate_sim")
 
 BASE_SEED = 0  # the reproduce sweep's default
 RATIO_TOLERANCE = 0.2  # a predicted ratio to 8/0 "agrees" within this (or the target's CI)
-TINY_SUMMARIES = ("docs/tiny-reproduce/lr3e-4/summary.json",
-                  "docs/tiny-reproduce/eight-seeds/summary.json")
+TINY_SUMMARIES = ("records/tiny-reproduce/lr3e-4/summary.json",
+                  "records/tiny-reproduce/eight-seeds/summary.json")
 """The committed tiny sweeps: all six configurations on 3 seeds, and 8/0 and 4/4 on 8."""
 
 
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--start", action="append", default=[], metavar="FIELD=VALUE",
                         help="where the search of a fitted field starts (default: its "
                              "current default)")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     tiny = args.target == "tiny"
     seeds = args.seeds or (8 if tiny else 2)
@@ -456,9 +456,7 @@ def main(argv: list[str] | None = None) -> None:
                        + ([f"--seeds {seeds}"] if args.seeds else []))
     section = report(cal, free, params, result, seeds, fit_seeds, args.tol, minutes,
                      command + " --write" * args.write)
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 from reasoning_gym.utils import extract_answer
 
 import sapo_env
@@ -199,7 +199,7 @@ def measure(n: int, rounds: int, seed: int = 0, protections: bool = True) -> dic
                                           "max_answer_chars": 16384}
     load = os.getloadavg()[0]
     env = sapo_env.parallel_env(n=n, max_rounds=rounds + 2, **unprotected)
-    tasks._entry.cache_clear()  # else a later run with the same seed skips generation
+    tasks.cached_entry.cache_clear()  # else a later run with the same seed skips generation
     observations, _ = env.reset(seed=seed)
     # warm caches (datasets, regexes) outside the timed rounds
     _, (observations, *_) = timed_step(env, canned_actions(observations), protections)
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds per size")
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 64, 512, 4096])
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     results = []
     start_load = os.getloadavg()[0]
@@ -335,9 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/env_step.py " + " ".join(argv if argv is not None
                                                           else sys.argv[1:])
     section = report(results, (start_load, os.getloadavg()[0]), command.strip())
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 
 STATEMENTS = {
     "import sapo_env": "import sapo_env",
@@ -54,7 +54,7 @@ def median_cost(code: str, runs: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="fresh processes per statement")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args()
 
     load_start = os.getloadavg()[0]
@@ -82,9 +82,7 @@ statement in a fresh process, median of {args.runs}, minus an empty interpreter'
 (`tests/test_config.py` checks it); the first env (its `SwarmConfig` checks the tasks) loads
 reasoning-gym, which is most of that row.
 """
-    if args.write:
-        write_section(section)
-    print(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

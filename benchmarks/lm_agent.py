@@ -40,7 +40,7 @@ from transformers import GenerationConfig
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from benchmarks_md import machine, write_section  # noqa: E402
+from benchmarks_md import add_write_flag, machine, publish  # noqa: E402
 
 import sapo_env  # noqa: E402
 from agents.lm.generation import left_padded  # noqa: E402
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="act,learn,memory,joint",
                         help="comma-separated subset of act,learn,memory,joint")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     parser.add_argument("--memory-child", choices=["full", "lora"], help=argparse.SUPPRESS)
     parser.add_argument("--no-checkpointing", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--joint-rows", default="8,16",
@@ -298,9 +298,7 @@ def main(argv: list[str] | None = None) -> None:
                             for rows in args.joint_rows.split(",")]
         print("joint", results["joint"], flush=True)
     text = report(results, args, load)
-    print(text)
-    if args.write:
-        write_section(text)
+    publish(text, args.write)
 
 
 if __name__ == "__main__":

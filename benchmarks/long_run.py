@@ -22,7 +22,7 @@ import gc
 import time
 from pathlib import Path
 
-from benchmarks_md import BENCHMARKS_MD, machine, write_section
+from benchmarks_md import BENCHMARKS_MD, add_write_flag, machine, publish
 
 import sapo_env
 import sapo_env.runtime
@@ -120,16 +120,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=1000, help="rounds between RSS readings")
     parser.add_argument("--warmup", type=int, default=None,
                         help="rounds of warm-up (default: a tenth of the run)")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md and figure")
+    add_write_flag(parser, " and the figure")
     args = parser.parse_args(argv)
     warmup = args.warmup if args.warmup is not None else args.rounds // 10
     warmup = max(args.every, warmup - warmup % args.every)
     result = measure(args.rounds, args.every)
     section = report(result, warmup)
-    print(section)
     if args.write:
         plot(result, warmup, FIGURE)
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

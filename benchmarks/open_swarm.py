@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 
 import sapo_env
 import sapo_env.runtime
@@ -146,15 +146,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--leave", type=float, default=0.1, help="share of nodes that leave")
     parser.add_argument("--join", type=float, default=0.1, help="share that joins late")
     parser.add_argument("--every", type=int, default=50, help="rounds between memory reads")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     result = measure(args.nodes, args.rounds, args.offline, args.leave, args.join, args.every)
     command = "python benchmarks/open_swarm.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
     section = report(result, command.strip())
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

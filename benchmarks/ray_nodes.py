@@ -29,7 +29,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 from env_step import canned_actions
 
 import sapo_env
@@ -195,12 +195,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sim-rounds", type=int, default=200,
                         help="timed rounds of the simulated swarm")
     parser.add_argument("--steps", type=int, default=6, help="timed env steps at n = 512")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     section = report(measure(args.rounds, args.sim_rounds, args.steps))
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import argparse
 import datetime
 import time
 
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 
 import sapo_env
 import sapo_env.runtime
@@ -80,12 +80,10 @@ def report(r: dict[str, float]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2000, help="rounds of the timed run")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     section = report(measure(args.rounds))
-    print(section)
-    if args.write:
-        write_section(section)
+    publish(section, args.write)
 
 
 if __name__ == "__main__":

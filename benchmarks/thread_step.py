@@ -24,7 +24,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from benchmarks_md import machine, write_section
+from benchmarks_md import add_write_flag, machine, publish
 from env_step import canned_actions
 
 import sapo_env
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 512])
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args(argv)
     before = os.getloadavg()[:2]
     results = [measure(n, args.rounds, in_thread) for n in args.sizes
@@ -87,10 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(f"| {r['n']} | {'worker thread' if r['thread'] else 'main thread'} | "
                      f"{r['wall_ms']:.0f} | {r['cpu_ms']:.0f} | {r['child_ms']:.0f} | "
                      f"{r['wall_ms'] / main_wall[r['n']]:.2f}x |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.write:
-        write_section(SECTION, text)
+    publish("\n".join([SECTION, "", *lines]) + "\n", args.write)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from benchmarks_md import BENCHMARKS_MD, machine, write_section  # noqa: E402
+from benchmarks_md import BENCHMARKS_MD, add_write_flag, machine, write_section  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import sapo_env  # noqa: E402
@@ -421,7 +421,7 @@ def main() -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--dtypes", default="float32",
                         help="compute dtypes for --compare prompt-sharing (float32,bfloat16)")
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    add_write_flag(parser)
     args = parser.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
     sizes = [int(n) for n in args.sizes.split(",")]

@@ -24,7 +24,7 @@ any time measure.
 
     python examples/async_swarm.py                           # 3 seeds x 1000 rounds (40 min wall)
     python examples/async_swarm.py --rounds 100 --seeds 1    # 167 s wall at load 1.4-5.9
-    python examples/async_swarm.py --write docs/async        # the table, figure and numbers
+    python examples/async_swarm.py --write records/async        # the table, figure and numbers
 
 (Wall times on a 2-core machine; the full run's CPU time was not recorded, and the short run's
 47 s of CPU may miss Ray's worker processes.)

@@ -17,7 +17,7 @@ swarm started from scratch). Mean and 95% CI over seeds.
 
     python examples/churn.py                         # 3 seeds x 2000 rounds (7.5 min wall)
     python examples/churn.py --rounds 200 --seeds 1  # 15 s wall, 15 s CPU at load 1.7
-    python examples/churn.py --write docs/churn      # the table, figure and numbers
+    python examples/churn.py --write records/churn      # the table, figure and numbers
 
 (Times on a 2-core machine; the full run's CPU time was not recorded.)
 

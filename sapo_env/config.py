@@ -26,9 +26,9 @@ from sapo_env.defenses.attack_names import TransportAttack, check_adversaries
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
 from sapo_env.scoring.answers import EXTRACTORS, AnswerExtractor
+from sapo_env.scoring.datasets import MAX_QUESTIONS_PER_STREAM
 from sapo_env.scoring.guard import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIME_LIMIT, ScoringLimits
 from sapo_env.task_specs import (  # noqa: F401 - TaskSpecLike importable from here too
-    MAX_QUESTIONS_PER_STREAM,
     PAPER_TASKS,
     TaskSpec,
     TaskSpecLike,

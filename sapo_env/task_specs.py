@@ -103,10 +103,6 @@ PAPER_TASKS: tuple[TaskSpec, ...] = (
 )
 """The nine tasks of the paper, with the reference implementation's difficulty, equal weights."""
 
-# reasoning-gym derives item i of seed s from seed s + i, so each question stream gets its own
-# block of 2**24 seeds; this bounds how many questions one stream may draw.
-MAX_QUESTIONS_PER_STREAM = 2**24
-
 
 @functools.lru_cache(maxsize=1024)
 def _check_with_reasoning_gym(name: str, config_json: str) -> None:

@@ -16,26 +16,27 @@ completion scored under ``sapo_env.scoring.guard`` (size and time limits, failur
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig, TaskSpec
 from sapo_env.rng_state import generator_from_state, generator_state
 from sapo_env.scoring.answers import AnswerExtractor
-from sapo_env.scoring.guard import DEFAULT_LIMITS, ScoreBudget, ScoringLimits, guarded_scores
-from sapo_env.scoring.rg_fixes import load_reasoning_gym
+from sapo_env.scoring.datasets import (  # noqa: F401 - generate importable from here too
+    DrawnQuestion,
+    cached_dataset,
+    cached_entry,
+    dataset_for,
+    freeze,
+    generate,
+    resolve,
+)
+from sapo_env.scoring.guard import DEFAULT_LIMITS, ScoringLimits
 from sapo_env.types import Question, QuestionRef
 from sapo_env.validation import check_int
-
-if TYPE_CHECKING:
-    from reasoning_gym.dataset import ProceduralDataset
 
 logger = logging.getLogger(__name__)
 
@@ -59,83 +60,14 @@ def reference_answer(entry: dict[str, Any]) -> str:
     return str(entry.get("metadata", {}).get("example_answer", ""))
 
 
-@lru_cache(maxsize=16384)  # more than the streams of a 512-node swarm on 9 tasks
-def _dataset(task: str, config_items: tuple, seed: int) -> ProceduralDataset:
-    # size only bounds the index; reasoning-gym generates items lazily
-    return load_reasoning_gym().create_dataset(
-        task, seed=seed, size=MAX_QUESTIONS_PER_STREAM, **dict(config_items)
-    )
-
-
-def dataset_for(ref: QuestionRef) -> ProceduralDataset:
-    """The (cached) reasoning-gym dataset a ref points into."""
-    return _dataset(ref["task"], _freeze(ref["config"]), int(ref["seed"]))
-
-
-# Entries drawn lately, so that agents re-deriving a question of this round through its ref
-# (demonstrators, simulated learners) look it up instead of generating it a second time, and a
-# sweep that replays one seed's questions under another policy finds them. Sized for a whole
-# 300-round run of 8 nodes at the paper's B=8 (19,200 entries), and so for one
-# round of a 4,000-node swarm.
-@lru_cache(maxsize=32768)
-def _entry(task: str, config_items: tuple, seed: int, index: int) -> dict[str, Any]:
-    return generate(_dataset(task, config_items, seed), index)
-
-
-def resolve(ref: QuestionRef) -> dict[str, Any]:
-    """Re-derive the reasoning-gym entry (question, answer, metadata) a ref points to.
-
-    The entry may be shared with the env (it scores with it): read it, do not modify it.
-    """
-    return _entry(ref["task"], _freeze(ref["config"]), int(ref["seed"]), int(ref["index"]))
-
-
-def generate(dataset: ProceduralDataset, index: int) -> dict[str, Any]:
-    """One item of a dataset; some generators (bf) print to stdout, which is swallowed."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return dataset[index]
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable form of a JSON-like config, for caching."""
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-@dataclass
-class DrawnQuestion:
-    """A question handed to a node, with what the env needs to score it."""
-
-    question: Question
-    entry: dict[str, Any]
-    dataset: ProceduralDataset
-
-    def score(self, completions: Sequence[str], extract: AnswerExtractor,
-              limits: ScoringLimits = DEFAULT_LIMITS,
-              failures: dict[str, int] | None = None,
-              budget: ScoreBudget | None = None) -> np.ndarray:
-        """reasoning-gym scores of completions after answer extraction, float32 in [0, 1].
-
-        Completions are untrusted: one whose extraction or scoring fails, runs past the time
-        limit, whose answer is over the size limit or that its node's ``budget`` no longer
-        covers scores 0 and is counted by reason in ``failures`` (``sapo_env.scoring.guard``)."""
-        scores = guarded_scores(completions, extract,
-                                lambda answer: self.dataset.score_answer(answer, self.entry),
-                                limits, failures, budget)
-        return np.clip(scores, 0.0, 1.0, out=scores)
-
-
 class QuestionStream:
     """Consecutive items of one task's dataset under one seed."""
 
     def __init__(self, spec: TaskSpec, seed: int):
         self.spec = spec
         self.seed = seed
-        self.config_items = _freeze(spec.config)
-        self.dataset = _dataset(spec.name, self.config_items, seed)
+        self.config_items = freeze(spec.config)
+        self.dataset = cached_dataset(spec.name, self.config_items, seed)
         self.next_index = 0
 
     def draw(self) -> DrawnQuestion:
@@ -143,7 +75,7 @@ class QuestionStream:
             index = self.next_index
             self.next_index += 1
             try:
-                entry = _entry(self.spec.name, self.config_items, self.seed, index)
+                entry = cached_entry(self.spec.name, self.config_items, self.seed, index)
                 break
             except Exception as error:  # noqa: BLE001 (a reasoning-gym generator bug)
                 # A few items crash their generator (decimal_arithmetic divides by zero about

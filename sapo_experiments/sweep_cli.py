@@ -19,6 +19,7 @@ from typing import Any
 
 from sapo_env.extras import missing_extra
 from sapo_experiments import ray_runs
+from sapo_experiments.field_docs import field_help
 from sapo_experiments.sweep import SweepConfig, SweepResult
 
 JOBS_HELP = "parallel processes (default: one per CPU core; not with --ray-address)"
@@ -34,7 +35,8 @@ logger = logging.getLogger(__name__)
 def add_size_options(parser: argparse.ArgumentParser, rounds_help: str, nodes: int) -> None:
     """``--base-seed``, ``--rounds`` (``rounds_help`` says its presets) and ``--nodes``
     (default ``nodes``)."""
-    parser.add_argument("--base-seed", type=int, default=0, help="root seed")
+    parser.add_argument("--base-seed", type=int, default=0,
+                        help=field_help(SweepConfig, "base_seed"))
     parser.add_argument("--rounds", type=int, default=None, help=rounds_help)
     parser.add_argument("--nodes", type=int, default=nodes, help="nodes per swarm")
 

@@ -79,7 +79,8 @@ class TinyLearners:
     specialty), where reached within ``warm_start_steps``."""
     common_base: bool = False
     """Start every node of a run from one warm start on every specialty, a different one per
-    seed (see the class docstring); False: specialists, the same for every seed."""
+    seed: the paper's setting, one base model for every node; False: specialists, the same
+    for every seed."""
     hidden_sizes: tuple[int, ...] = (128,)
     """Widths of the nodes' models, dealt round-robin (node ``i``: ``hidden_sizes[i % k]``),
     each with heads of 32 and an MLP three times as wide (128: the default
@@ -129,7 +130,7 @@ class TinyLearners:
     (``batched_swarm(share_prompts=...)``, for less CPU a round: BENCHMARKS.md, "Prompt-prefix
     sharing"). Its results equal the copied path's to float rounding, not bit for bit: a run
     follows the copied one until a rounding difference flips a sampled token. False repeats the
-    runs in docs/tiny-reproduce/ made before it existed."""
+    runs in records/tiny-reproduce/ made before it existed."""
     torch_threads: int | None = 1
     """torch threads of the process: models this small run fastest on one thread, and a
     sweep runs one run per core (None: torch's default)."""
@@ -139,7 +140,8 @@ class TinyLearners:
     multiplies it natively (a GPU, or a CPU with AVX512-BF16 or AMX), else float32. In bfloat16 the
     matrix products run under autocast while weights and Adam's moments stay float32: a faster run
     (BENCHMARKS.md, "The main job"), but rounded otherwise than the float32 runs in
-    docs/tiny-reproduce/, so not the same runs. The warm starts are float32 whatever this says."""
+    records/tiny-reproduce/, so not the same runs. The warm starts are float32 whatever this
+    says."""
 
     def __post_init__(self) -> None:
         for name, allowed in (("off_policy_correction", CORRECTIONS),

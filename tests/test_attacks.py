@@ -500,13 +500,13 @@ def test_attack_quick_runs_resumes_and_repeats_itself(tmp_path, capsys):
 
 
 def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
-    """``attack`` runs through the shared skeleton (sapo_experiments.sweep): every run of the
-    grid, each file holding what ``compute`` makes of its spec alone, under the key the
-    harness computed before the skeleton (so finished runs stay reusable), and summary.json
-    holding the cells of those runs with the settings it always had."""
+    """``attack`` on the shared skeleton: every run of the grid as ``compute`` makes it alone,
+    under its old key (tests/sweep_outputs.py), and summary.json holding the cells of those
+    runs with the settings it always had."""
     import dataclasses
-    import hashlib
     import json
+
+    from sweep_outputs import check_runs, check_summary
 
     from agents.sim.simulated import SimulatedLearnerConfig
     from sapo_env import __version__
@@ -514,36 +514,26 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
     from sapo_experiments.attack.config import CLEAN, DEFENSES
     from sapo_experiments.attack.report import summarise
     from sapo_experiments.attack.sweep import compute
-    from sapo_experiments.run_files import load_run
 
     config = AttackConfig(quick=True, attacks=("forge_rewards",), seeds=2, rounds=4, n_agents=4,
                           jobs=1, progress=False, plots=False, out=tmp_path)
     attack(config)
     specs = [RunSpec(a, f, d, k, config) for a, f in ((CLEAN, 0.0), ("forge_rewards", 0.3))
              for d in ("none", "all") for k in range(2)]
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
-        f"{s.name}.npz" for s in specs)
+    runs = check_runs(tmp_path, specs, compute, lambda spec: {
+        "version": __version__, "attack": spec.attack, "fraction": spec.fraction,
+        "defense": DEFENSES[spec.defense], "seed": spec.seed_index, "base_seed": 0,
+        "rounds": 4, "n_agents": 4, "learner": repr(SimulatedLearnerConfig())})
+    assert np.any(runs[-1]["rejected"] > 0)  # not vacuous: the attack ran
     cells: dict[tuple, list] = {}
-    for spec in specs:
-        saved, alone = load_run(spec.path), compute(spec).arrays
-        assert set(saved) == {"meta", *alone}
-        for name in alone:
-            if not name.endswith("seconds"):  # wall times differ from run to run
-                np.testing.assert_array_equal(saved[name], alone[name], err_msg=spec.name)
-        old_key = {"version": __version__, "attack": spec.attack, "fraction": spec.fraction,
-                   "defense": DEFENSES[spec.defense], "seed": spec.seed_index, "base_seed": 0,
-                   "rounds": 4, "n_agents": 4, "learner": repr(SimulatedLearnerConfig())}
-        assert saved["meta"]["key"] == hashlib.sha256(
-            json.dumps(old_key, sort_keys=True).encode()).hexdigest()[:16]
+    for spec, saved in zip(specs, runs):
         cells.setdefault((spec.attack, spec.fraction, spec.defense), []).append(saved)
-    assert np.any(load_run(specs[-1].path)["rejected"] > 0)  # not vacuous: the attack ran
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
-                             "run_seconds_total", "cells"]
-    assert summary["jobs"] == 1 and set(summary["settings"]) == {
-        "out", "attacks", "fractions", "ablation", "ablation_fraction", "seeds", "base_seed",
-        "rounds", "n_agents", "jobs", "ray", "resume", "plots", "progress", "quick",
-        "defenses", "targets", "attack_env"}
+    summary = check_summary(
+        tmp_path, ["date", "machine", "wall_seconds", "jobs", "settings", "run_seconds_total",
+                   "cells"],
+        {"out", "attacks", "fractions", "ablation", "ablation_fraction", "seeds", "base_seed",
+         "rounds", "n_agents", "jobs", "ray", "resume", "plots", "progress", "quick",
+         "defenses", "targets", "attack_env"})
     expected = [dataclasses.asdict(c) for c in summarise(config, cells)]
     assert json.dumps(summary["cells"]) == json.dumps(expected, default=str)
 

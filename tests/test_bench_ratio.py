@@ -197,12 +197,10 @@ def test_same_seed_same_table_and_resume_reuses_runs(tmp_path):
 
 
 def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
-    """``bench`` runs through the shared skeleton (sapo_experiments.sweep): every policy in
-    every scenario under every seed, each file holding what ``compute`` makes of its spec
-    alone, under the key the harness computed before the skeleton (so finished runs stay
-    reusable), and summary.json holding the tables of those runs with the settings it always
-    had."""
-    import hashlib
+    """``bench`` on the shared skeleton: every policy in every scenario under every seed as
+    ``compute`` makes it alone, under its old key (tests/sweep_outputs.py), and summary.json
+    holding the tables of those runs with the settings it always had."""
+    from sweep_outputs import check_runs, check_summary
 
     from sapo_env import __version__
 
@@ -211,29 +209,20 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
                          tuned=None)
     bench(config)
     specs = [RunSpec(p, "focal", k, config) for k in range(2) for p in ("fixed-4", "exp3")]
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
-        f"{s.name}.npz" for s in specs)
+    saved = check_runs(tmp_path, specs, compute, lambda spec: {
+        "version": __version__, "policy": spec.policy, "scenario": "focal",
+        "seed": spec.seed_index, "base_seed": 0, "rounds": 6, "n_agents": 3,
+        "learner": learners.describe(config.learner), "model": None, "policy_source": None,
+        "kwargs": {}})
     runs: dict[tuple, list] = {}
-    for spec in specs:
-        saved, alone = load_run(spec.path), compute(spec).arrays
-        assert set(saved) == {"meta", *alone}
-        for name, array in alone.items():
-            np.testing.assert_array_equal(saved[name], array, err_msg=f"{spec.name}: {name}")
-        old_key = {"version": __version__, "policy": spec.policy, "scenario": "focal",
-                   "seed": spec.seed_index, "base_seed": 0, "rounds": 6, "n_agents": 3,
-                   "learner": learners.describe(config.learner), "model": None,
-                   "policy_source": None, "kwargs": {}}
-        assert saved["meta"]["key"] == hashlib.sha256(
-            json.dumps(old_key, sort_keys=True).encode()).hexdigest()[:16]
-        runs.setdefault(("focal", spec.policy), []).append(saved)
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
-                             "run_seconds_total", "run_cpu_seconds_total", "tuning",
-                             "headroom", "rows", "scores", "tests"]
-    assert summary["jobs"] == 1 and set(summary["settings"]) == {
-        "out", "policies", "scenarios", "sb3_model", "seeds", "tune_seeds", "base_seed",
-        "rounds", "n_agents", "learner", "tuned", "jobs", "ray", "resume", "plots",
-        "progress", "quick", "track", "held_out_questions", "held_out_every"}
+    for spec, run in zip(specs, saved):
+        runs.setdefault(("focal", spec.policy), []).append(run)
+    summary = check_summary(
+        tmp_path, ["date", "machine", "wall_seconds", "jobs", "settings", "run_seconds_total",
+                   "run_cpu_seconds_total", "tuning", "headroom", "rows", "scores", "tests"],
+        {"out", "policies", "scenarios", "sb3_model", "seeds", "tune_seeds", "base_seed",
+         "rounds", "n_agents", "learner", "tuned", "jobs", "ray", "resume", "plots",
+         "progress", "quick", "track", "held_out_questions", "held_out_every"})
     headroom, rows = summarise(config, runs)
     assert json.dumps([summary["headroom"], summary["rows"]]) == json.dumps(
         [[dataclasses.asdict(h) for h in headroom], [dataclasses.asdict(r) for r in rows]])

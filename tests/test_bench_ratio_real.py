@@ -21,7 +21,7 @@ from sapo_experiments.bench_ratio.tuning import transferred_settings
 from sapo_experiments.run_files import load_run
 from sapo_experiments.sweep import seeds_of
 
-RECORD = Path(__file__).resolve().parents[1] / "docs" / "bench-ratio" / "runs"
+RECORD = Path(__file__).resolve().parents[1] / "records" / "bench-ratio" / "runs"
 
 
 def parse(*argv):

@@ -1,4 +1,4 @@
-"""docs/bench-ratio/ (the default scenarios) and docs/bench-ratio/other-scenarios/: each
+"""records/bench-ratio/ (the default scenarios) and records/bench-ratio/other-scenarios/: each
 results.md (headroom, leaderboard, verdict, the three scores and their tests) is what its
 committed run arrays give, every line of it, so the leaderboard can be verified from the
 repository."""
@@ -15,7 +15,7 @@ from sapo_experiments.bench_ratio.config import BenchConfig
 from sapo_experiments.bench_ratio.sweep import tables
 from sapo_experiments.run_files import load_run
 
-RECORD = Path(__file__).resolve().parents[1] / "docs" / "bench-ratio"
+RECORD = Path(__file__).resolve().parents[1] / "records" / "bench-ratio"
 
 
 def seed_order(path: Path) -> tuple[str, int]:

@@ -256,13 +256,13 @@ def test_same_seed_same_numbers(tmp_path, one_torch_thread):
 
 def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path,
                                                                     one_torch_thread):
-    """``format_propagation`` runs through the shared skeleton (sapo_experiments.sweep): each
-    file holds what ``compute`` makes of its spec alone, under the key the harness computed
-    before the skeleton (so finished runs stay reusable), and summary.json holds the rows of
-    those runs with the settings it always had."""
+    """``format_propagation`` on the shared skeleton: each run as ``compute`` makes it alone,
+    under its old key (tests/sweep_outputs.py), and summary.json holding the rows of those
+    runs with the settings it always had."""
     import dataclasses
-    import hashlib
     import json
+
+    from sweep_outputs import check_runs, check_summary
 
     from sapo_env import __version__
     from sapo_experiments.format_propagation import BY_NAME
@@ -272,35 +272,23 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path,
                          tensorboard=False, plots=False)
     format_propagation(config)
     specs = [RunSpec("demonstrator leaves", k, config) for k in range(2)]
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
-        f"{s.name}.npz" for s in specs)
-    for spec in specs:
-        saved, alone = load_run(spec.path), sweep_module.compute(spec).arrays
-        assert set(saved) == {"meta", *alone}
-        for name, array in alone.items():
-            if not name.endswith("seconds"):  # wall times differ from run to run
-                np.testing.assert_array_equal(saved[name], array, err_msg=f"{spec.name}: {name}")
-        # every setting but those that change no run's numbers (out, seeds, jobs, ...)
-        old_key = {"version": __version__, "seed": spec.seed_index,
-                   "model": f"{tiny_model.__module__}:tiny_model",
-                   "condition": dataclasses.asdict(BY_NAME["demonstrator-leaves"]),
-                   **{k: getattr(config, k) for k in (
-                       "rounds", "base_seed", "tiny", "lm_nodes", "questions", "completions",
-                       "num_external", "system_prompt", "demo_accuracy", "demo_tag_probability",
-                       "learning_rate", "max_new_tokens", "device")}, "leave_round": 1}
-        assert saved["meta"]["key"] == hashlib.sha256(
-            json.dumps(old_key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    runs = [load_run(s.path) for s in specs]
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
-                             "run_seconds", "rows"]
-    assert list(summary["run_seconds"]) == [s.name for s in specs] and summary["jobs"] == 1
-    assert set(summary["settings"]) == {
-        "out", "conditions", "seeds", "rounds", "base_seed", "quick", "tiny", "model",
-        "lm_nodes", "questions", "completions", "num_external", "system_prompt",
-        "demo_accuracy", "demo_tag_probability", "leave_round", "learning_rate",
-        "max_new_tokens", "jobs", "threads", "ray", "device", "tensorboard", "wandb", "plots",
-        "resume", "progress"}
+    # every setting but those that change no run's numbers (out, seeds, jobs, ...)
+    runs = check_runs(tmp_path, specs, sweep_module.compute, lambda spec: {
+        "version": __version__, "seed": spec.seed_index,
+        "model": f"{tiny_model.__module__}:tiny_model",
+        "condition": dataclasses.asdict(BY_NAME["demonstrator-leaves"]),
+        **{k: getattr(config, k) for k in (
+            "rounds", "base_seed", "tiny", "lm_nodes", "questions", "completions",
+            "num_external", "system_prompt", "demo_accuracy", "demo_tag_probability",
+            "learning_rate", "max_new_tokens", "device")}, "leave_round": 1})
+    summary = check_summary(
+        tmp_path, ["date", "machine", "wall_seconds", "jobs", "settings", "run_seconds", "rows"],
+        {"out", "conditions", "seeds", "rounds", "base_seed", "quick", "tiny", "model",
+         "lm_nodes", "questions", "completions", "num_external", "system_prompt",
+         "demo_accuracy", "demo_tag_probability", "leave_round", "learning_rate",
+         "max_new_tokens", "jobs", "threads", "ray", "device", "tensorboard", "wandb", "plots",
+         "resume", "progress"})
+    assert list(summary["run_seconds"]) == [s.name for s in specs]
     expected = [dataclasses.asdict(r) for r in summarise({"demonstrator leaves": runs})]
     assert json.dumps(summary["rows"]) == json.dumps(expected)
 

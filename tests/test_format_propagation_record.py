@@ -1,4 +1,4 @@
-"""docs/format-propagation/tiny-rerun/: its results.md is what its committed run arrays give,
+"""records/format-propagation/tiny-rerun/: its results.md is what its committed run arrays give,
 every line of it, so the table and its checks can be verified from the repository."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from sapo_experiments.format_propagation.config import CONDITIONS, FormatConfig,
 from sapo_experiments.format_propagation.report import format_markdown, summarise
 from sapo_experiments.run_files import load_run
 
-RECORD = Path(__file__).resolve().parents[1] / "docs" / "format-propagation" / "tiny-rerun"
+RECORD = Path(__file__).resolve().parents[1] / "records" / "format-propagation" / "tiny-rerun"
 
 
 def test_the_committed_table_is_what_the_committed_arrays_give():

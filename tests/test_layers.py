@@ -7,7 +7,10 @@
 
 A room may import only the rooms below it; imports inside functions count as much as those at
 the top of a module (only those under ``if TYPE_CHECKING:``, which never run, do not), and no
-exception is allowed.
+exception is allowed. Inside ``sapo_env`` the modules keep an order of their own
+(``SAPO_ENV_ORDER``): its base modules <- scoring <- the config <- tasks <- the pool and its
+defenses <- the env <- runtime. No function is longer than ``MAX_FUNCTION_LINES`` and no module
+than ``MAX_MODULE_LINES``.
 """
 
 from __future__ import annotations
@@ -86,6 +89,84 @@ def test_no_layer_imports_a_later_one(layer):
     assert offenders == {}
 
 
+SAPO_ENV_ORDER = {
+    "base": ("sapo_env.types", "sapo_env.deprecation", "sapo_env.validation", "sapo_env.extras",
+             "sapo_env.rng_state", "sapo_env.sender_logprobs", "sapo_env.churn",
+             "sapo_env.collection_pause", "sapo_env.one_at_a_time", "sapo_env.rollouts",
+             "sapo_env.sampling", "sapo_env.pool_view", "sapo_env.rescue"),
+    "scoring": ("sapo_env.scoring",),
+    "config": ("sapo_env.task_specs", "sapo_env.config"),
+    "tasks": ("sapo_env.tasks",),
+    "defenses": ("sapo_env.defenses", "sapo_env.pool"),
+    "env": ("sapo_env.render", "sapo_env.observations", "sapo_env.spaces", "sapo_env.actions",
+            "sapo_env.env_state", "sapo_env.swarm", "sapo_env"),
+    "runtime": ("sapo_env.runtime",),
+}
+"""The order inside ``sapo_env``: each sub-layer may import only those before it. A name places
+that module, or every module of that package (the bare ``sapo_env``, only its ``__init__``):
+- base: plain types, validation and pure helpers (advantages, filters and samplers);
+- scoring: answers read, verified and timed against reasoning-gym's datasets;
+- config: the question mix and ``SwarmConfig``, built on scoring's extractors and limits;
+- tasks: the question streams a config draws from;
+- defenses: the pool and the defenses at its door (the packet schema, verification,
+  publication, reputation) with the attacks they are tested against;
+- env: the ParallelEnv and what it is made of (actions, spaces, observations, state, render);
+- runtime: running agents in the env."""
+
+KNOWN_EXCEPTIONS = {("sapo_env.config", "sapo_env.defenses.attack_names")}
+"""Imports that run against ``SAPO_ENV_ORDER`` today, as (importer, imported); each goes when
+the change that fixes it lands (a test fails while an exception is no longer needed)."""
+
+_SUBLAYER = {name: layer for layer, names in SAPO_ENV_ORDER.items() for name in names}
+
+
+def sublayer_of(module: str) -> str | None:
+    """The sub-layer of a ``sapo_env`` module: that of its own name, else of the nearest package
+    above it that is named (never the bare ``sapo_env``); None if it is not placed."""
+    parts = module.split(".")
+    for k in range(len(parts), 1, -1):
+        if ".".join(parts[:k]) in _SUBLAYER:
+            return _SUBLAYER[".".join(parts[:k])]
+    return _SUBLAYER.get(module)
+
+
+def sapo_env_modules() -> dict[str, Path]:
+    return {m: p for m, p in our_modules().items() if m == "sapo_env" or m.startswith("sapo_env.")}
+
+
+def test_sublayer_of_places_packages_and_modules():
+    assert sublayer_of("sapo_env.scoring.guard") == "scoring"
+    assert sublayer_of("sapo_env.runtime") == "runtime"
+    assert sublayer_of("sapo_env") == "env"
+    assert sublayer_of("sapo_env.unplaced") is None  # the bare package places nothing below it
+
+
+def test_every_sapo_env_module_has_a_sublayer():
+    """A new module is placed in the order on purpose, not by default."""
+    assert [m for m in sapo_env_modules() if sublayer_of(m) is None] == []
+
+
+@pytest.mark.parametrize("sublayer", SAPO_ENV_ORDER)
+def test_no_sapo_env_sublayer_imports_a_later_one(sublayer):
+    modules = sapo_env_modules()
+    later = list(SAPO_ENV_ORDER)[list(SAPO_ENV_ORDER).index(sublayer) + 1:]
+    offenders = {}
+    for module, path in modules.items():
+        if sublayer_of(module) != sublayer:
+            continue
+        bad = sorted(m for m in imports_of(path, set(modules)) if sublayer_of(m) in later
+                     and (module, m) not in KNOWN_EXCEPTIONS)
+        if bad:
+            offenders[module] = bad
+    assert offenders == {}
+
+
+def test_every_known_exception_is_still_an_import():
+    modules = sapo_env_modules()
+    assert {(a, b) for a, b in KNOWN_EXCEPTIONS if b not in imports_of(modules[a], set(modules))
+            } == set()
+
+
 def test_importing_the_env_loads_no_agent():
     code = ("import sys, sapo_env, sapo_env.runtime.metrics, sapo_env.runtime.tensorboard; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -136,7 +217,42 @@ def test_no_import_cycles():
     assert find_cycles(graph) == []
 
 
-MAX_MODULE_LINES = 420  # "about 400": one concept per module, readable in a sitting
+MAX_FUNCTION_LINES = 100  # a function reads in one screen; split it where it does two things
+MAX_MODULE_LINES = 700  # a backstop: one concept per module, not a budget to write up to
+
+
+def function_lengths(source: str) -> dict[str, int]:
+    """Each function's length in lines, by its dotted path in the module (``Class.method``,
+    ``outer.inner``): from its ``def`` line to its last line, both included. Decorators do not
+    count; its signature, docstring, comments, blank lines and nested functions do (a nested
+    function also counts on its own)."""
+    lengths = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                path = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    lengths[path] = child.end_lineno - child.lineno + 1
+                visit(child, path + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return lengths
+
+
+def test_function_lengths_run_from_def_to_last_line_without_decorators():
+    source = ("@decorator\n@other(1)\ndef f(x):\n    \"\"\"Doc.\"\"\"\n\n    return x\n\n\n"
+              "class C:\n    async def g(self):\n        def h():\n            pass\n"
+              "        return h\n\n    if True:\n        def k(self): return 1\n")
+    assert function_lengths(source) == {"f": 4, "C.g": 4, "C.g.h": 2, "C.k": 1}
+
+
+def test_no_function_is_too_long_to_read():
+    lengths = {f"{p.relative_to(ROOT)}::{name}": n for p in our_modules().values()
+               for name, n in function_lengths(p.read_text()).items()}
+    assert {f: n for f, n in lengths.items() if n > MAX_FUNCTION_LINES} == {}
 
 
 def test_no_module_is_too_long_to_read():

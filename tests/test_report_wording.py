@@ -21,7 +21,7 @@ from sapo_experiments.bench_ratio.report import (
     verdict,
 )
 
-# The committed benchmark's drift scenario (docs/bench-ratio/summary.json): the headroom's
+# The committed benchmark's drift scenario (records/bench-ratio/summary.json): the headroom's
 # interval lies above 0 (0.936 - 0.896 = 0.040) but at one decimal it prints "+0.9 ± 0.9".
 DRIFT = Headroom("drift", 10, "fixed-7", "training seeds", 80.41, "schedule-7,7,2,0", 81.35,
                  0.9361179778623395, 0.8960009782608626, True, None, 1.1507649935368072)

@@ -89,7 +89,7 @@ def test_quick_changes_only_the_defaults():
 
 
 def test_the_tiny_learner_has_its_own_full_and_quick_sweeps():
-    """The tiny sweep's defaults are those of the run in docs/tiny-reproduce/, and its quick
+    """The tiny sweep's defaults are those of the run in records/tiny-reproduce/, and its quick
     run (make demo) is 8/0 against 4/4; a value given explicitly is kept."""
     tiny = rp.ReproduceConfig(learner="tiny")
     assert (tiny.rounds, tiny.seeds, tiny.held_out_every, tiny.held_out_questions) == (
@@ -214,12 +214,10 @@ def test_resume_reuses_finished_runs_and_reruns_changed_ones(tmp_path, monkeypat
 
 
 def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
-    """``reproduce`` runs through the shared skeleton (sapo_experiments.sweep): every
-    configuration under every seed, each file holding what ``compute`` makes of its spec
-    alone, under the key the harness computed before the skeleton (so finished runs stay
-    reusable), and summary.json holding the rows of those runs with the settings it always
-    had."""
-    import hashlib
+    """``reproduce`` on the shared skeleton: every configuration under every seed as
+    ``compute`` makes it alone, under its old key (tests/sweep_outputs.py), and summary.json
+    holding the rows of those runs with the settings it always had."""
+    from sweep_outputs import check_runs, check_summary
 
     from sapo_env import __version__
     from sapo_experiments.learners import describe
@@ -231,33 +229,22 @@ def test_the_sweep_saves_each_run_as_computed_alone_under_its_old_key(tmp_path):
                                 progress=False)
     rp.reproduce(config)
     specs = [rp.RunSpec(e, k, config) for e in ("8/0", "4/4") for k in range(2)]
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
-        f"{s.name}.npz" for s in specs)
+    saved = check_runs(tmp_path, specs, sweep.compute, lambda spec: {
+        "version": __version__, "seed": spec.seed_index, "protocol": "paper",
+        "experiment": dataclasses.asdict(rp.BY_LABEL[spec.experiment]), "base_seed": 0,
+        "rounds": 5, "n_agents": 2, "swarm": {}, "held_out": [5, 2],
+        "learner": describe(rp.simulated_learners)})
+    assert set(TIMING_ARRAYS) <= set(saved[0])  # the CPU seconds, checked by shape alone
     runs: dict[str, list] = {}
-    for spec in specs:
-        saved, alone = rp.load_run(spec.path), sweep.compute(spec).arrays
-        assert set(saved) == {"meta", *alone}
-        for name, array in alone.items():  # the CPU seconds are timings: their shape alone
-            if name in TIMING_ARRAYS:
-                assert saved[name].shape == array.shape, f"{spec.name}: {name}"
-                continue
-            np.testing.assert_array_equal(saved[name], array, err_msg=f"{spec.name}: {name}")
-        old_key = {"version": __version__, "seed": spec.seed_index, "protocol": "paper",
-                   "experiment": dataclasses.asdict(rp.BY_LABEL[spec.experiment]),
-                   "base_seed": 0, "rounds": 5, "n_agents": 2, "swarm": {}, "held_out": [5, 2],
-                   "learner": describe(rp.simulated_learners)}
-        assert saved["meta"]["key"] == hashlib.sha256(
-            json.dumps(old_key, sort_keys=True).encode()).hexdigest()[:16]
-        runs.setdefault(spec.experiment, []).append(saved)
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert list(summary) == ["date", "machine", "wall_seconds", "jobs", "settings",
-                             "run_seconds", "rows"]
-    assert list(summary["run_seconds"]) == [s.name for s in specs] and summary["jobs"] == 1
-    assert set(summary["settings"]) == {
-        "out", "learner", "tiny", "model", "experiments", "protocol", "seeds", "base_seed",
-        "rounds", "n_agents", "held_out_every", "held_out_questions", "jobs", "ray",
-        "tensorboard", "wandb", "plots", "resume", "checkpoint_every", "progress", "quick",
-        "grpo_max_new_tokens", "swarm"}
+    for spec, run in zip(specs, saved):
+        runs.setdefault(spec.experiment, []).append(run)
+    summary = check_summary(
+        tmp_path, ["date", "machine", "wall_seconds", "jobs", "settings", "run_seconds", "rows"],
+        {"out", "learner", "tiny", "model", "experiments", "protocol", "seeds", "base_seed",
+         "rounds", "n_agents", "held_out_every", "held_out_questions", "jobs", "ray",
+         "tensorboard", "wandb", "plots", "resume", "checkpoint_every", "progress", "quick",
+         "grpo_max_new_tokens", "swarm"})
+    assert list(summary["run_seconds"]) == [s.name for s in specs]
     expected = [dataclasses.asdict(r) for r in summarise(config, runs)]
     assert json.dumps(summary["rows"]) == json.dumps(expected)
     assert summary["rows"][0]["cumulative"] > 0  # not vacuous: the nodes earned something

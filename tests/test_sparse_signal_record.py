@@ -1,4 +1,4 @@
-"""docs/tiny-reproduce/sparse-signal/: the README's tables are what the committed run arrays
+"""records/tiny-reproduce/sparse-signal/: the README's tables are what the committed run arrays
 give (analysis.py recomputes them), so a claim there can be checked from the repository."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-FOLDER = Path(__file__).resolve().parents[1] / "docs" / "tiny-reproduce" / "sparse-signal"
+FOLDER = Path(__file__).resolve().parents[1] / "records" / "tiny-reproduce" / "sparse-signal"
 
 
 def analysis():

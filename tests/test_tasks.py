@@ -130,7 +130,7 @@ def test_a_broken_task_raises(monkeypatch):
     def broken(*args):
         raise ZeroDivisionError("always")
 
-    monkeypatch.setattr(tasks, "_entry", broken)
+    monkeypatch.setattr(tasks, "cached_entry", broken)
     stream = tasks.QuestionStream(PAPER_TASKS[0], 0)
     with pytest.raises(RuntimeError, match="failed to generate 100 items"):
         stream.draw()

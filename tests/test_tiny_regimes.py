@@ -209,7 +209,7 @@ def test_existing_learners_keep_their_specialist_warm_starts_and_settings_name_r
 
 
 def test_committed_common_bases_keep_their_cache_keys():
-    """Every base in docs/tiny-reproduce/sparse-signal/bases/ is what ``--tiny-common-base``
+    """Every base in records/tiny-reproduce/sparse-signal/bases/ is what ``--tiny-common-base``
     builds for its target, width and seed index today: the same key, the same config."""
     pytest.importorskip("torch")
     import re
@@ -217,7 +217,7 @@ def test_committed_common_bases_keep_their_cache_keys():
 
     from agents.tiny.warm_start import cache_key
 
-    folder = Path(__file__).parent.parent / "docs/tiny-reproduce/sparse-signal/bases"
+    folder = Path(__file__).parent.parent / "records/tiny-reproduce/sparse-signal/bases"
     reports = sorted(folder.glob("*.json"))
     assert len(reports) >= 30
     for path in reports:

@@ -1,4 +1,4 @@
-"""docs/tiny-reproduce/ and docs/reproduce/ (the simulated sweep): every folder that commits
+"""records/tiny-reproduce/ and records/reproduce/ (the simulated sweep): every folder that commits
 its runs' arrays holds one per run of its table, and the per-seed cumulative rewards its
 results.md prints are what those arrays give, so a per-seed claim there can be checked from
 the repository, and so is its table (sparse-signal/ has its own test,
@@ -17,10 +17,10 @@ from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig
 from sapo_experiments.reproduce.report import cumulative_rewards, format_markdown, summarise
 from sapo_experiments.run_files import load_run
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
-FOLDER = DOCS / "tiny-reproduce"
+RECORDS = Path(__file__).resolve().parents[1] / "records"
+FOLDER = RECORDS / "tiny-reproduce"
 SWEEPS = sorted(p.parent for p in FOLDER.glob("*/runs") if p.parent.name != "sparse-signal")
-SWEEPS.append(DOCS / "reproduce")
+SWEEPS.append(RECORDS / "reproduce")
 
 
 def printed_per_seed(results_md: str) -> dict[str, list[str]]:

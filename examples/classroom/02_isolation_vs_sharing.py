@@ -26,7 +26,7 @@ third to a half as far, the other way. The numbers differ between machines (floa
 a sampled token now and then, and the runs part from there), not with ``--jobs``: a run prints
 the same whatever ran before it in its process (tests/test_run_independence.py), and on one
 machine ``--jobs 1`` and ``--jobs 3`` printed the same three numbers. The script prints its own
-verdict. The 200-round sweep in docs/tiny-reproduce/ (3 seeds) decides both: 4/4 at 0.93x of
+verdict. The 200-round sweep in records/tiny-reproduce/ (3 seeds) decides both: 4/4 at 0.93x of
 8/0 and the control at 1.10x; others' text is off the receiving node's policy, so its gradients
 are larger and the norm clip binds more often.
 

@@ -24,7 +24,7 @@ One seed would have told either story: the lesson is the count of seeds as much 
 pool-shrinking mechanism (a 2/6 node answers 2 questions, so the pool is thin) but by default
 none of the others: it reads others' text as easily as its own and never forgets except
 through the gradient. On real learners (tiny transformers trained by GRPO, 200 rounds and 3
-seeds in docs/tiny-reproduce/lr3e-4/), 2/6 ends at 0.90x of 8/0, below isolated training;
+seeds in records/tiny-reproduce/lr3e-4/), 2/6 ends at 0.90x of 8/0, below isolated training;
 next to 4/4 (0.93x) the difference is inside the seeds' spread.
 
 Time at the defaults: 232 s wall, 52 s CPU on a 2-core AMD EPYC at load 10.

@@ -1,5 +1,5 @@
 """The numbers the plan in README.md rests on, from committed run arrays: the seed-to-seed
-spread of tiny common-base runs at target 0.10 with TIS (docs/tiny-reproduce/sparse-signal/,
+spread of tiny common-base runs at target 0.10 with TIS (records/tiny-reproduce/sparse-signal/,
 8 seeds, 100 rounds: ``p10/`` 8/0, ``p10-tis/`` 4/4 with TIS) and what the real track's seeds
 can then detect or show equivalent (``sapo_experiments.verdicts``). ::
 
@@ -16,7 +16,7 @@ from sapo_experiments.bench_ratio.scores import generation_budget, per_seed_scor
 from sapo_experiments.run_files import load_run
 from sapo_experiments.verdicts import equivalence_margin, minimum_detectable_effect
 
-SPARSE = Path(__file__).resolve().parents[2] / "docs" / "tiny-reproduce" / "sparse-signal"
+SPARSE = Path(__file__).resolve().parents[1] / "tiny-reproduce" / "sparse-signal"
 TESTS = 9  #: the real track's tests: the headroom on 3 scores, 6 adaptive policies per round
 
 

@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.scoring.datasets import DrawnQuestion, dataset_for
 from sapo_env.scoring.guard import ScoreBudget, ScoringLimits, no_failures
-from sapo_env.tasks import DrawnQuestion, dataset_for
 
 #: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions,
 #: the index of the node whose completions they are).

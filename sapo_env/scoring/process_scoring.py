@@ -28,8 +28,8 @@ a ``ProcessScoring`` instead (``round_scoring.LocalScoring`` switches by itself)
 
 It costs pickling each node's entries and completions both ways (the calls of a round are sent
 at once and answered in order: no round trip per node; BENCHMARKS.md, "Env step from a worker
-thread"). With neither a time limit nor a budget there is nothing
-to enforce, and the completions are scored in the caller's thread.
+thread"). With neither a time limit nor a budget there is nothing to enforce, and the
+completions are scored in the caller's thread.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from sapo_env.scoring.datasets import dataset_for
 from sapo_env.scoring.guard import TICK, ScoringLimits, no_failures
 from sapo_env.scoring.jobs import Scored, as_jobs, score_jobs
-from sapo_env.tasks import dataset_for
 
 logger = logging.getLogger(__name__)
 

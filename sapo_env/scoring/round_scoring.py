@@ -25,10 +25,10 @@ import numpy as np
 
 from sapo_env.extras import require
 from sapo_env.scoring.answers import AnswerExtractor
+from sapo_env.scoring.datasets import DrawnQuestion
 from sapo_env.scoring.guard import ScoringLimits, no_failures, timer_works
 from sapo_env.scoring.jobs import Scored, as_jobs, score_all, score_jobs
 from sapo_env.scoring.process_scoring import ProcessScoring
-from sapo_env.tasks import DrawnQuestion
 
 logger = logging.getLogger(__name__)
 

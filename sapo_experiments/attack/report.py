@@ -187,7 +187,7 @@ def verdict(cells: Sequence[ConditionResult], config: AttackConfig) -> str:
     if config.quick:
         return (f"**This is the quick run ({config.rounds} rounds x {config.seeds} seeds): a "
                 "smoke test of the pipeline, too short to conclude anything.** `sapo-env "
-                "attack` runs the full experiment; its results are in docs/attack/.")
+                "attack` runs the full experiment; its results are in records/attack/.")
     f = config.ablation_fraction
     judged = [c for c in cells if c.fraction == f and c.defense == "all"]
     if not judged:

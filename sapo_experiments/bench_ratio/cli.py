@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="who plays the nodes (default: the track's): simulated learners "
                              "past the Aha (the sim track's), tiny transformers trained by GRPO "
                              "as the --tiny-* options say (the real track's; real learners, "
-                             "slower: see docs/tiny-reproduce), or an agent factory's import "
+                             "slower: see records/tiny-reproduce), or an agent factory's import "
                              "path (sapo_experiments.learners:simulated_learners: the calibrated "
                              "simulated learner)")
     add_tiny_arguments(parser, REAL_LEARNER)

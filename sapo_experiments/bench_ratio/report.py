@@ -304,7 +304,7 @@ def verdict(headrooms: Sequence[Headroom], rows: Sequence[Row], config: BenchCon
     if config.quick:
         return (f"**This is the quick run ({config.rounds} rounds x {config.seeds} seeds): a "
                 "smoke test of the pipeline, too short to conclude anything.** `sapo-env "
-                "bench-ratio` runs the full benchmark; its results are in docs/bench-ratio/.")
+                "bench-ratio` runs the full benchmark; its results are in records/bench-ratio/.")
     if config.seeds < 2:
         return "**One seed: no confidence interval, so no conclusion.** Run with `--seeds 10`."
     text = []

@@ -3,7 +3,7 @@
 A scenario says which nodes follow the benchmarked policy (the *policy nodes*; the table
 scores them), what the other nodes do, and what changes during the run. Each is a function
 ``(n, rounds, policy, tasks) -> Swarm`` registered in ``SCENARIOS``, with what happens and why
-adaptation should help; which of them have headroom, measured, is in docs/bench-ratio/.
+adaptation should help; which of them have headroom, measured, is in records/bench-ratio/.
 
 Stationary (nothing changes but the learners):
 

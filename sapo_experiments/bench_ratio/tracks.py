@@ -4,7 +4,7 @@
     Simulated learners past the Aha (``BENCH_LEARNER``). A simulated node adopts any strategy
     it reads from another node, so sharing pays by construction, as the paper found (1.5-1.9x):
     the best fixed ratio shares in most scenarios. Eight scenarios, three by default (those
-    with headroom); minutes of CPU. Its leaderboard is docs/bench-ratio/.
+    with headroom); minutes of CPU. Its leaderboard is records/bench-ratio/.
 ``real``, the world this project measured
     Tiny transformer nodes trained by GRPO (``REAL_LEARNER``): every node of a seed starts
     from one common base stopped at 0.10 held-out accuracy on basic_arithmetic (two one-digit
@@ -41,7 +41,7 @@ seed under two policies differs only through what the policies change. Why not t
 calibrated default (``sapo_experiments.learners.simulated_learners``): over a few hundred rounds
 its runs hinge on when a node stumbles on the best strategy (probability 5e-5 per completion),
 so seeds disagree by a third of the cumulative reward and a J's effect is lost in that
-(docs/bench-ratio/README.md has the numbers); it learns over the paper's 2000 rounds, which a
+(records/bench-ratio/README.md has the numbers); it learns over the paper's 2000 rounds, which a
 benchmark of many policies and seeds cannot afford on a laptop."""
 
 REAL_LEARNER = learners.TinyLearners(
@@ -49,10 +49,10 @@ REAL_LEARNER = learners.TinyLearners(
     off_policy_correction="tis", dtype="bfloat16")
 """The ``real`` track's nodes (``sapo-env reproduce --learner tiny --tiny-common-base
 --tiny-specialties basic_arithmetic --tiny-target-accuracy 0.1 --tiny-off-policy tis
---tiny-dtype bfloat16``): the sparse-signal regime of docs/tiny-reproduce/sparse-signal/."""
+--tiny-dtype bfloat16``): the sparse-signal regime of records/tiny-reproduce/sparse-signal/."""
 
 DEFAULT_SCENARIOS = ("adversarial", "on-off", "drift")
-"""The ``sim`` scenarios whose headroom the held-out seeds decide (docs/bench-ratio/README.md):
+"""The ``sim`` scenarios whose headroom the held-out seeds decide (records/bench-ratio/README.md):
 in ``all``, ``focal``, ``mixed``, ``curriculum`` and ``churn`` the oracle does not beat the
 best fixed ratio beyond its CI, so no policy can be ranked on adaptation there; they stay
 playable with ``scenarios=``."""

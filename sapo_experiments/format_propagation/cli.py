@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from sapo_experiments import ray_runs, sweep_cli
+from sapo_experiments.field_docs import field_help
 from sapo_experiments.format_propagation.config import (
     CONDITIONS,
     FULL,
@@ -14,6 +15,15 @@ from sapo_experiments.format_propagation.config import (
     TinyNodes,
 )
 from sapo_experiments.format_propagation.sweep import format_propagation
+
+OPTIONS = {"jobs": "--jobs", "cpus_per_run": "--cpus-per-run", "rounds": "--rounds",
+           "conditions": "--conditions"}
+"""The ``FormatConfig`` fields (and Ray's ``cpus_per_run``) whose options have other names."""
+
+
+def _help(name: str, **kwargs) -> str:
+    """The help of the option for ``FormatConfig`` field ``name``: the field's docstring."""
+    return field_help(FormatConfig, name, OPTIONS, **kwargs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -27,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help=f"seeds per condition (default {FULL['seeds']}; quick {QUICK['seeds']})")
     add("--rounds", type=int, default=None,
         help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']})")
-    add("--base-seed", type=int, default=d.base_seed, help="root seed")
+    add("--base-seed", type=int, default=d.base_seed, help=_help("base_seed"))
     add("--out", default=None, help=f"output folder (default {FULL['out']}, quick "
                                     f"{QUICK['out']})")
     add("--learner", choices=["smollm2", "tiny"], default="smollm2",
@@ -36,28 +46,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
              "(CPU; 3 seeds x 60 rounds, 4 LM nodes: 2.1 min wall, 4 min of CPU with 2 "
              "jobs on an idle 2-core machine)")
     add("--tiny-task", default=TinyNodes().task,
-        help=f"tiny learner: the task of every node (default {TinyNodes().task})")
-    add("--model", default=d.model, help="base model: hub id, path or smollm2-135m (offline)")
-    add("--lm-nodes", type=int, default=d.lm_nodes, help="language-model nodes")
-    add("--num-external", type=int, default=None,
-        help="J of the LM nodes in the sharing conditions (default 4)")
+        help=field_help(TinyNodes, "task", lead="tiny learner: ", default=TinyNodes().task))
+    add("--model", default=d.model, help=_help("model", default=d.model))
+    add("--lm-nodes", type=int, default=d.lm_nodes, help=_help("lm_nodes", default=d.lm_nodes))
+    add("--num-external", type=int, default=None, help=_help("num_external"))
     add("--lr", type=float, default=d.learning_rate, help="Adam learning rate of each adapter")
-    add("--max-new-tokens", type=int, default=None,
-        help="longest completion (default 48; tiny 12)")
+    add("--max-new-tokens", type=int, default=None, help=_help("max_new_tokens"))
     add("--demo-accuracy", type=float, default=d.demo_accuracy,
-        help="probability that a demonstrator answer is right")
+        help=_help("demo_accuracy", default=d.demo_accuracy))
     add("--demo-tag-probability", type=float, default=d.demo_tag_probability,
-        help="probability that a demonstrator answer is inside <answer> tags (tiny: of its "
-             "warm start's targets)")
-    add("--leave-round", type=int, default=None,
-        help="first round without the demonstrator in 'demonstrator-leaves' (default: half)")
+        help=_help("demo_tag_probability", tail=" With tiny nodes: of its warm start's targets.",
+                   default=d.demo_tag_probability))
+    add("--leave-round", type=int, default=None, help=_help("leave_round"))
     add("--jobs", type=int, default=None,
         help="runs at once, in processes (default: one per CPU core; 1 on a GPU; not with "
              "--ray-address)")
-    add("--threads", type=int, default=None,
-        help="torch CPU threads per run (default: the cores over --jobs; on Ray, "
-             "--cpus-per-run)")
-    add("--device", default=d.device, help="auto, cpu, cuda or mps")
+    add("--threads", type=int, default=None, help=_help("threads"))
+    add("--device", default=d.device, help=_help("device", default=d.device))
     ray_runs.add_arguments(parser, gpus=True)
     sweep_cli.add_switches(parser, resume_help="rerun runs already finished in OUT/runs",
                            tensorboard=True, plots_help="write no PNG figure",

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from sapo_experiments import learners, sweep_cli
+from sapo_experiments.field_docs import field_help
 from sapo_experiments.reproduce.config import (
     CONDITIONS,
     FULL,
@@ -18,137 +19,126 @@ from sapo_experiments.reproduce.plan import plan_text
 from sapo_experiments.reproduce.report import seeds_text
 from sapo_experiments.reproduce.sweep import ReproduceResult, reproduce
 
+TINY_OPTIONS = {
+    "learning_rate": "--tiny-lr", "specialties": "--tiny-specialties",
+    "common_base": "--tiny-common-base", "target_accuracy": "--tiny-target-accuracy",
+    "partial_specialists": "--tiny-partial-specialists", "strong_nodes": "--tiny-strong-nodes",
+    "strong_target_accuracy": "--tiny-strong-target-accuracy",
+    "strong_warm_start_steps": "--tiny-strong-warm-start-steps",
+    "hidden_sizes": "--tiny-hidden-sizes", "off_policy_correction": "--tiny-off-policy",
+    "ftis_statistic": "--tiny-ftis-statistic", "rescue_gate": "--tiny-rescue-gate",
+    "max_grad_norm": "--tiny-max-grad-norm", "dtype": "--tiny-dtype",
+}
+"""The ``TinyLearners`` field each ``--tiny-*`` option sets (``--tiny-copied-prompts`` turns
+``share_prompts`` off), so that its help, the field's docstring, names options, not fields."""
+
+
+OPTIONS = {"learner": "--learner", "tiny": "--tiny-*", "model": "--model",
+           "experiments": "--experiments", "swarm": "--swarm"}
+"""The ``ReproduceConfig`` fields whose options have names of their own."""
+
+
+def _help(name: str, **kwargs) -> str:
+    """The help of the option for ``ReproduceConfig`` field ``name`` (``field_help``)."""
+    return field_help(ReproduceConfig, name, OPTIONS, **kwargs)
+
+
+def _tiny_help(name: str, **kwargs) -> str:
+    """The help of the ``--tiny-*`` option for ``TinyLearners`` field ``name``."""
+    kwargs.setdefault("lead", "tiny learner: ")
+    return field_help(learners.TinyLearners, name, TINY_OPTIONS, **kwargs)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The reproduce options (shared by ``sapo-env reproduce`` and ``python -m``)."""
+    """The reproduce options (shared by ``sapo-env reproduce`` and ``python -m``); their help
+    is the config fields' docstrings."""
     d = ReproduceConfig()
-    parser.add_argument("--quick", action="store_true",
-                        help=f"a quick run: simulated learners, a smoke test (79 s wall, "
-                             f"56 s CPU at load 4 on 2 cores; "
-                             f"{QUICK['rounds']} rounds, {QUICK['seeds']} seeds); tiny "
-                             f"learners, 8/0 against 4/4 ({TINY_QUICK['rounds']} rounds, "
-                             f"{TINY_QUICK['seeds']} seeds: make demo)")
+    parser.add_argument("--quick", action="store_true", help=_help("quick", tail=(
+        f" Simulated learners: {QUICK['rounds']} rounds, {QUICK['seeds']} seeds; tiny "
+        f"learners: 8/0 against 4/4, {TINY_QUICK['rounds']} rounds, {TINY_QUICK['seeds']} "
+        "seeds (make demo).")))
     parser.add_argument("--protocol", choices=["paper", "fixed"], default=d.protocol,
-                        help="paper: a node with J external groups answers 8 - J questions "
-                             "(default); fixed: every node answers 8 whatever its J (the "
-                             "protocol before sapo-env 0.2)")
+                        help=_help("protocol", default=d.protocol))
     parser.add_argument("--learner", default=d.learner,
                         metavar="sim|tiny|grpo|MODULE:FACTORY",
-                        help="simulated learners (default, CPU, a surrogate), tiny transformer "
-                             "specialists trained by GRPO (CPU, real learners), GRPO language "
-                             "models (GPU), or an agent factory of your own, e.g. "
-                             "mypkg.nodes:make_nodes (see sapo_experiments.learners)")
+                        help=_help("learner", tail=" A factory is given as MODULE:FACTORY, e.g. "
+                                                   "mypkg.nodes:make_nodes.", default=d.learner))
     add_tiny_arguments(parser, d.tiny)
-    parser.add_argument("--model", default=None,
-                        help="model of the GRPO learner (hub id, path or 'smollm2-135m')")
+    parser.add_argument("--model", default=None, help=_help("model"))
     parser.add_argument("--experiments", nargs="+", default=None, metavar="LABEL",
-                        help="subset to run, by label or slug (default all; tiny quick 8/0 4/4): "
-                             + ", ".join(repr(e.label) for e in CONDITIONS))
-    parser.add_argument("--seeds", type=int, default=None,
-                        help=f"seeds per configuration (default {FULL['seeds']}; quick "
-                             f"{QUICK['seeds']}; tiny quick {TINY_QUICK['seeds']})")
+                        help=_help("experiments", tail=" Labels: " + ", ".join(
+                            repr(e.label) for e in CONDITIONS) + "."))
+    parser.add_argument("--seeds", type=int, default=None, help=_help("seeds", tail=(
+        f" Presets: {FULL['seeds']}; quick {QUICK['seeds']}; tiny quick "
+        f"{TINY_QUICK['seeds']}.")))
     sweep_cli.add_size_options(
         parser, nodes=d.n_agents,
         rounds_help=f"rounds per run (default {FULL['rounds']}; quick {QUICK['rounds']}; tiny "
                     f"{TINY_FULL['rounds']}; tiny quick {TINY_QUICK['rounds']})")
-    parser.add_argument("--held-out-every", type=int, default=None,
-                        help=f"rounds between held-out evaluations (default "
-                             f"{FULL['held_out_every']}; tiny {TINY_FULL['held_out_every']})")
+    parser.add_argument("--held-out-every", type=int, default=None, help=_help("held_out_every"))
     parser.add_argument("--held-out-questions", type=int, default=None,
-                        help=f"held-out questions (default {FULL['held_out_questions']}; tiny "
-                             f"{TINY_FULL['held_out_questions']})")
+                        help=_help("held_out_questions"))
     sweep_cli.add_process_options(
         parser, gpus=True,
         out_help="output folder (default out/reproduce, quick out/reproduce-quick; tiny "
                  "out/reproduce-tiny, tiny quick out/reproduce-tiny-quick)")
     parser.add_argument("--swarm", action="append", default=[], metavar="FIELD=VALUE",
-                        help="a SwarmConfig field for every configuration, VALUE as JSON "
-                             "(repeatable), e.g. --swarm answer_format='\"lenient\"'")
+                        help=_help("swarm", tail=" Each --swarm FIELD=VALUE sets one field, "
+                                   "VALUE as JSON, e.g. --swarm answer_format='\"lenient\"'."))
     parser.add_argument("--no-resume", action="store_true",
                         help="rerun every run even if a finished one (or a checkpoint of an "
                              "unfinished one) is in OUT/runs")
     parser.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
                         metavar="ROUNDS",
-                        help="rounds between a run's checkpoints, from which an interrupted "
-                             f"sweep resumes mid-run (default {d.checkpoint_every}; 0: none)")
+                        help=_help("checkpoint_every", default=d.checkpoint_every))
     sweep_cli.add_switches(parser, resume_help=None, tensorboard=True,
                            plots_help="write no PNG figures")
     return parser
 
 
 def add_tiny_arguments(parser: argparse.ArgumentParser, tiny: learners.TinyLearners) -> None:
-    """The ``--tiny-*`` options of the tiny learner (``TinyLearners``; defaults from ``tiny``)."""
+    """The ``--tiny-*`` options of the tiny learner (``TinyLearners``; defaults from ``tiny``),
+    each helped by its field's docstring."""
     parser.add_argument("--tiny-lr", type=float, default=tiny.learning_rate,
-                        help=f"tiny learner: GRPO learning rate (default {tiny.learning_rate})")
+                        help=_tiny_help("learning_rate", default=tiny.learning_rate))
     parser.add_argument("--tiny-specialties", nargs="+", default=list(tiny.specialties),
-                        metavar="TASK", help="tiny learner: each node's warm-start task, dealt "
-                        "round-robin (default: " + " ".join(tiny.specialties) + ")")
+                        metavar="TASK", help=_tiny_help("specialties", default=tiny.specialties))
     parser.add_argument("--tiny-common-base", action=argparse.BooleanOptionalAction,
                         default=tiny.common_base,
-                        help="tiny learner: start every node from one warm start on every "
-                             "specialty, a different one per seed (the paper's one base "
-                             "model), instead of specialists (default "
-                             f"{'on' if tiny.common_base else 'off'})")
+                        help=_tiny_help("common_base", default=tiny.common_base))
     parser.add_argument("--tiny-target-accuracy", type=float, default=tiny.target_accuracy,
-                        help="tiny learner: the warm start stops at this held-out accuracy "
-                             f"(default {tiny.target_accuracy}); low, with a common base, "
-                             "gives the sparse-signal regime")
+                        help=_tiny_help("target_accuracy", default=tiny.target_accuracy))
     parser.add_argument("--tiny-partial-specialists", nargs="+", default=[],
                         choices=learners.OPERATORS, metavar="OP",
-                        help="tiny learner: partial specialists on one task, e.g. + -: node i "
-                             "warm-started on basic_arithmetic (two one-digit terms) with the "
-                             "i %% k-th operator alone, to --tiny-target-accuracy on that part, "
-                             "a base per part and seed; the swarm is asked basic_arithmetic "
-                             "with all of them (--tiny-specialties does not apply)")
+                        help=_tiny_help("partial_specialists"))
     parser.add_argument("--tiny-strong-nodes", type=int, default=tiny.strong_nodes,
-                        metavar="N",
-                        help="tiny learner, with --tiny-common-base: nodes 0..N-1 start from "
-                             "the seed's base trained on to --tiny-strong-target-accuracy (the "
-                             "same training run, stopped later), the others from it at "
-                             f"--tiny-target-accuracy (default {tiny.strong_nodes}: none)")
+                        metavar="N", help=_tiny_help("strong_nodes", default=tiny.strong_nodes))
     parser.add_argument("--tiny-strong-target-accuracy", type=float, default=None,
-                        metavar="ACCURACY",
-                        help="tiny learner: the strong nodes' warm-start target, above "
-                             "--tiny-target-accuracy (needed with --tiny-strong-nodes)")
+                        metavar="ACCURACY", help=_tiny_help("strong_target_accuracy"))
     parser.add_argument("--tiny-strong-warm-start-steps", type=int, default=None,
-                        metavar="STEPS",
-                        help="tiny learner: most warm-start steps of the strong nodes' base "
-                             "(default: the weak base's, 600)")
+                        metavar="STEPS", help=_tiny_help("strong_warm_start_steps", tail=(
+                            f" Here warm_start_steps is {tiny.warm_start_steps}.")))
     parser.add_argument("--tiny-hidden-sizes", type=int, nargs="+",
                         default=list(tiny.hidden_sizes), metavar="WIDTH",
-                        help="tiny learner: model widths, dealt round-robin over the nodes "
-                             "(default " + " ".join(map(str, tiny.hidden_sizes)) + "); "
-                             "two or more mix capacities in one swarm and need "
-                             "--tiny-common-base (each width has its own base)")
+                        help=_tiny_help("hidden_sizes", default=tiny.hidden_sizes))
     parser.add_argument("--tiny-off-policy", choices=("none", "tis", "ftis"),
                         default=tiny.off_policy_correction,
-                        help="tiny learner: correction of external groups against their "
-                             "sender's log-probs (every node then sends them): none (ratio 1, "
-                             "the paper's; default), tis (truncated importance sampling), "
-                             "ftis (TIS and F-TIS's filter); see agents.lm.off_policy")
+                        help=_tiny_help("off_policy_correction",
+                                        default=tiny.off_policy_correction))
     parser.add_argument("--tiny-ftis-statistic", choices=("sum", "mean"),
                         default=tiny.ftis_statistic,
-                        help="tiny learner, with --tiny-off-policy ftis: the filter's "
-                             "divergence summed over the completion (50 nats; default) or its "
-                             "per-token mean (0.5 nats, length-normalised)")
+                        help=_tiny_help("ftis_statistic", default=tiny.ftis_statistic))
     parser.add_argument("--tiny-rescue-gate", choices=("none", "graft"),
                         default=tiny.rescue_gate,
-                        help="tiny learner: weight of the completions of rescue groups (the "
-                             "'8/0 rescue' experiment): none (full weight; default) or graft "
-                             "(GRAFT's compatibility gate against the sender's log-probs)")
+                        help=_tiny_help("rescue_gate", default=tiny.rescue_gate))
     parser.add_argument("--tiny-copied-prompts", action="store_true",
-                        help="tiny learner: copy each prompt's keys and values to its "
-                             "completions instead of sharing them (slower; repeats bit for bit "
-                             "the runs in docs/tiny-reproduce/ made before prompt sharing)")
+                        help=_tiny_help("share_prompts", lead=(
+                            "tiny learner: turns off what follows (share_prompts): ")))
     parser.add_argument("--tiny-max-grad-norm", type=float, default=tiny.max_grad_norm,
-                        help="tiny learner: gradient-norm clipping, 0 for none (default "
-                             f"{tiny.max_grad_norm})")
+                        help=_tiny_help("max_grad_norm", tail=" Here 0 means None.",
+                                        default=tiny.max_grad_norm))
     parser.add_argument("--tiny-dtype", choices=("auto", "float32", "bfloat16", "fast"),
-                        default=tiny.dtype,
-                        help="tiny learner: compute dtype; bfloat16 autocasts the matrix "
-                             "products (weights stay float32); fast: bfloat16 where the CPU "
-                             "or GPU computes it natively, else float32 (default "
-                             f"{tiny.dtype}: float32 on a CPU)")
+                        default=tiny.dtype, help=_tiny_help("dtype", default=tiny.dtype))
 
 
 def tiny_from_args(args: argparse.Namespace) -> learners.TinyLearners:

@@ -70,7 +70,7 @@ all-fail groups (``SwarmConfig.rescue``)."""
 
 PAPER_AND_TWO_CONTROLS: tuple[str, ...] = tuple(e.label for e in CONDITIONS[:6])
 """What a sweep runs by default: the paper's four configurations and the reviewers' two
-controls (the runs in docs/reproduce/ and docs/tiny-reproduce/)."""
+controls (the runs in records/reproduce/ and records/tiny-reproduce/)."""
 
 BY_LABEL = {e.label: e for e in CONDITIONS} | {e.slug: e for e in CONDITIONS}
 
@@ -86,7 +86,7 @@ QUICK: dict[str, Any] = {"rounds": 100, "seeds": 2, "held_out_every": 25,
 TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
                              "held_out_questions": 32, "out": "out/reproduce-tiny",
                              "experiments": PAPER_AND_TWO_CONTROLS}
-"""The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in docs/tiny-reproduce/
+"""The tiny learner's sweep (``learner="tiny"``): 200 rounds, the run in records/tiny-reproduce/
 (2000 rounds were not run)."""
 TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
                               "held_out_questions": 16, "out": "out/reproduce-tiny-quick",

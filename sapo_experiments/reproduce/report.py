@@ -349,12 +349,12 @@ def verdict(rows: Sequence[Row], config: ReproduceConfig) -> str:
         return (f"**This is the quick run ({config.rounds} rounds x {seeds_text(config)}): a "
                 "smoke test of the pipeline, too short to conclude anything** about the "
                 "paper's 2000-round comparison. `sapo-env reproduce` runs the full sweep; its "
-                "results are in docs/reproduce/.")
+                "results are in records/reproduce/.")
     text = []
     if config.quick:
         text.append(f"This is the quick run ({config.rounds} rounds x {seeds_text(config)}); "
                     "`sapo-env reproduce --learner tiny` runs the full sweep, whose results "
-                    "are in docs/tiny-reproduce/.")
+                    "are in records/tiny-reproduce/.")
     compared = [r for r in rows if r.experiment != "8/0" and r.ratio is not None]
     if not compared:
         text.append("No ratio to 8/0 in this run (8/0 was not run, or earned nothing).")

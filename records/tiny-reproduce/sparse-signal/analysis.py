@@ -1,7 +1,7 @@
 """The tables of this folder's README, recomputed from the committed run arrays.
 
-    python docs/tiny-reproduce/sparse-signal/analysis.py          # print the tables
-    python docs/tiny-reproduce/sparse-signal/analysis.py --figure # and write gain_vs_base.png
+    python records/tiny-reproduce/sparse-signal/analysis.py          # print the tables
+    python records/tiny-reproduce/sparse-signal/analysis.py --figure # and write gain_vs_base.png
 
 Each subfolder is one ``sapo-env reproduce`` sweep (its command in the README), whose
 ``runs/<configuration>_seed<k>.npz`` hold each run's per-round arrays
