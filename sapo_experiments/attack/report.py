@@ -23,7 +23,7 @@ import numpy as np
 from sapo_env.extras import require
 from sapo_experiments.attack.config import (
     ABSENT,
-    ATTACKS,
+    ALL_ATTACKS,
     CLEAN,
     DEFENSES,
     REMOTE_ATTACKS,
@@ -110,7 +110,7 @@ def _pct(cell: Cell | None) -> str:
 def format_markdown(cells: Sequence[Cell], config: AttackConfig) -> str:
     at = {(c.attack, c.fraction, c.defense): c for c in cells}
     clean = at[(CLEAN, 0.0, "none")]
-    attacks = [a for a in ATTACKS if a in config.attacks]
+    attacks = [a for a in ALL_ATTACKS if a in config.attacks]
     lines = [
         f"Hostile nodes: {config.n_agents} simulated nodes, {config.rounds} rounds, the "
         f"paper's protocol (honest nodes at 4/4), mean ± 95% CI over {config.seeds} seeds. "
@@ -215,7 +215,7 @@ def plot_attacks(config: AttackConfig, cells: Sequence[Cell], path: Path) -> Pat
 
     at = {(c.attack, c.fraction, c.defense): c for c in cells}
     fractions = [0.0, *config.fractions]
-    attacks = [a for a in ATTACKS if a in config.attacks]
+    attacks = [a for a in ALL_ATTACKS if a in config.attacks]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     axes[1].sharey(axes[0])
     for ax, defense in zip(axes[:2], ("none", "all")):
