@@ -240,3 +240,12 @@ def test_a_name_registered_twice_is_refused_naming_both_places(load, name, sourc
         load(name, source)
     assert registry.get(label) is kept
     assert transport_attacks.TRANSPORT_ATTACKS["forge_rewards"] is transport_attacks.forge_rewards
+
+
+def test_the_registry_docstring_example_runs():
+    import doctest
+
+    import sapo_env.registry
+
+    result = doctest.testmod(sapo_env.registry)
+    assert result.attempted > 0 and result.failed == 0

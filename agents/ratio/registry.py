@@ -44,8 +44,9 @@ class RatioPolicyEntry:
     """One ratio policy, as the registry keeps it."""
 
     label: str
-    """Its name in ``sapo-env bench-ratio``; for the ``fixed`` kind, the form of its labels
-    (``fixed-J``), which bench-ratio parses itself."""
+    """Its name in ``sapo-env bench-ratio`` (``FixedRatio``'s and ``ScheduledRatio``'s are the
+    forms of their labels, ``fixed-J`` and ``schedule-J1,J2,...``, which bench-ratio
+    parses)."""
     kind: str
     """One of ``KINDS``."""
     rule: str

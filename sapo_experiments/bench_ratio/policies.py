@@ -3,8 +3,9 @@
 A ratio policy is named by a label:
 
 - a built-in one (``POLICIES``): every policy of the registry (:mod:`agents.ratio.registry`)
-  but the ``fixed`` kind's, by its label, built with the settings its tuning chose
-  (``TUNING_GRID``, its entry's ``tuning``; :mod:`sapo_experiments.bench_ratio.tuning`);
+  by its label (but ``FixedRatio`` and ``ScheduledRatio``, played by the two forms below),
+  built with the settings its tuning chose (``TUNING_GRID``, its entry's ``tuning``;
+  :mod:`sapo_experiments.bench_ratio.tuning`);
 - ``fixed-J`` for any J in [0, 8] (``FixedRatio``);
 - ``schedule-J1,J2,...,Jk``: J1 for the first k-th of the run, J2 for the next, ... (the
   oracle's form, :class:`agents.ratio.ScheduledRatio`);
@@ -100,17 +101,23 @@ def _registered(entry: RatioPolicyEntry) -> PolicySpec:
                           **{k: tuple(v) if isinstance(v, list) else v
                              for k, v in kwargs.items()})
 
-    return PolicySpec(entry.label, f"{entry.shown_as}: {entry.rule}", ADAPTIVE_START_J, build)
+    return PolicySpec(entry.label, f"{entry.shown_as}: {entry.rule}", ADAPTIVE_START_J, build,
+                      adaptive=entry.kind != "fixed")
+
+
+LABEL_FORMS = ("fixed-J", "schedule-J1,J2,...")
+"""The registered labels that are forms, which ``spec_of`` parses: ``fixed-4``,
+``schedule-6,0``."""
 
 
 def _policies() -> dict[str, PolicySpec]:
     return {**{f"fixed-{j}": _fixed(j) for j in FIXED_GRID},
-            **{e.label: _registered(e) for e in ratio_policies() if e.kind != "fixed"}}
+            **{e.label: _registered(e) for e in ratio_policies() if e.label not in LABEL_FORMS}}
 
 
 POLICIES = TableView(_policies)
 """Every built-in policy by label, as registered when read: the fixed grid's, then the
-registry's (but its ``fixed`` kind, played as ``fixed-J`` and ``schedule-...``)."""
+registry's (but the ``LABEL_FORMS``)."""
 ADAPTIVE = NamesView(lambda: [e.label for e in ratio_policies() if e.tuning])
 """The built-in adaptive policies that are tuned and benchmarked by default: those registered
 with a tuning."""
