@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import shutil
 import sys
 import textwrap
@@ -210,33 +211,34 @@ def test_the_attack_harness_builds_an_agents_attack_from_its_entry(load, monkeyp
     assert made[0]["round_score_budget"] == 5.0 and made[0]["adversaries"] is None
 
 
-@pytest.mark.parametrize("name, source, first", [
+@pytest.mark.parametrize("name, source, label", [
     ("dup_attack", '''
         from sapo_env.defenses.transport_attacks import transport_attack
 
         @transport_attack("forge_rewards", per="group", does="x", models="y")
         def forge(group, extract, eps):
             return []
-        ''', "sapo_env.defenses.transport_attacks"),
+        ''', "forge_rewards"),
     ("dup_text", '''
         from sapo_env.attacks import Attack, register_attack
 
         register_attack(Attack("poison", "text", "x", "y", swarm=dict))
-        ''', "agents.adversarial"),
+        ''', "poison"),
     ("dup_policy", '''
         from agents.ratio.registry import ratio_policy
 
         @ratio_policy("exp3", kind="bandit", rule="x")
         class Again:
             pass
-        ''', "agents.ratio.bandits"),
+        ''', "exp3"),
 ])
-def test_a_name_registered_twice_is_refused_naming_both_places(load, name, source, first):
+def test_a_name_registered_twice_is_refused_naming_both_places(load, name, source, label):
     registry = ratio_registry.REGISTRY if name == "dup_policy" else attack_registry.REGISTRY
-    label = {"dup_attack": "forge_rewards", "dup_text": "poison", "dup_policy": "exp3"}[name]
-    kept = registry.get(label)
+    kept, first = registry.get(label), registry.place(label)
+    assert re.fullmatch(r"(sapo_env|agents)\.[\w.]+:\d+", first)  # the defining module
     with pytest.raises(ValueError, match=rf"{registry.what} '{label}' is registered twice: at "
-                                         rf"{first}:\d+ and at {name}:\d+; rename one of them"):
+                                         rf"{re.escape(first)} and at {name}:\d+; rename one "
+                                         "of them"):
         load(name, source)
     assert registry.get(label) is kept
     assert transport_attacks.TRANSPORT_ATTACKS["forge_rewards"] is transport_attacks.forge_rewards
