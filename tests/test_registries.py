@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import sapo_env
+from agents.adversarial import AGENT_ATTACKS
 from agents.ratio import registry as ratio_registry
 from sapo_env import attacks as attack_registry
 from sapo_env.defenses import transport_attacks
@@ -107,6 +108,7 @@ def test_the_registries_keep_the_lists_they_replace_in_order():
     assert ATTACKS == (*TRANSPORT_ATTACK_NAMES, "garbage", "wrong_answers", "free_rider",
                        "poison", "scoring_dos", "remote_junk")
     assert [a for a in ALL_ATTACKS if a not in ATTACKS] == ["misleading"]
+    assert [a.name for a in attack_registry.attacks("text")] == list(AGENT_ATTACKS)
     assert list(POLICIES) == ["fixed-0", "fixed-2", "fixed-4", "fixed-6", "fixed-7",
                               "pool-quality", "learning-progress", "discounted-ucb", "exp3",
                               "thompson", "linucb", "ppo"]
