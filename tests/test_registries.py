@@ -65,12 +65,15 @@ def load(tmp_path, monkeypatch):
         loaded.append(name)
         return importlib.import_module(name)
 
+    tables = (transport_attacks.TRANSPORT_ATTACKS, transport_attacks.NODE_ATTACKS)
+    kept = [set(t) for t in tables]
     yield load
     for registry, names in zip(registries, before):
         for name in set(registry) - names:
             registry.remove(name)
-            transport_attacks.NODE_ATTACKS.pop(name, None)
-            transport_attacks.TRANSPORT_ATTACKS.pop(name, None)
+    for table, names in zip(tables, kept):
+        for name in set(table) - names:
+            del table[name]
     for name in loaded:
         sys.modules.pop(name, None)
 
@@ -253,3 +256,18 @@ def test_the_registry_docstring_example_runs():
 
     result = doctest.testmod(sapo_env.registry)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_run_of_an_attack_its_process_has_not_registered_fails_instead_of_running_clean(
+        load):
+    """A worker process that did not import the module registering an attack refuses its run,
+    rather than playing a swarm without adversaries under the attack's name."""
+    from sapo_experiments.attack import sweep
+
+    load("throwaway_attack", THROWAWAY_ATTACK)
+    config = AttackConfig(attacks=("throwaway_attack",), rounds=1, seeds=1, n_agents=2,
+                          fractions=(0.5,), ablation=False, progress=False, plots=False)
+    spec = RunSpec("throwaway_attack", 0.5, "none", 0, config)
+    attack_registry.REGISTRY.remove("throwaway_attack")  # as in a process that never loaded it
+    with pytest.raises(ValueError, match="unknown attack 'throwaway_attack'"):
+        sweep.compute(spec)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import adversarial, remote_junk  # noqa: F401 - they register their attacks
-from sapo_env.attacks import REGISTRY, attacks
+from sapo_env.attacks import REGISTRY, Attack, attacks
 from sapo_env.defenses.transport_attacks import (  # noqa: F401 - importable from here too
     SLOW_PACKETS_ROUND_BUDGET,
     adversary_nodes,
@@ -171,10 +171,17 @@ class RunSpec(RunSpecBase):
     def name(self) -> str:
         return f"{self.attack}_{round(self.fraction * 100)}_{self.defense}_seed{self.seed_index}"
 
+    def entry(self) -> Attack | None:
+        """The attack's registry entry (None for ``CLEAN`` and ``ABSENT``); a ``ValueError`` if
+        this process has not registered it (an attack of a module the worker processes do not
+        import: run it with ``jobs=1``)."""
+        return None if self.attack in (CLEAN, ABSENT) else REGISTRY.get(self.attack)
+
     @property
     def kind(self) -> str | None:
         """The attack's kind (``sapo_env.attacks.KINDS``; None for ``CLEAN`` and ``ABSENT``)."""
-        return REGISTRY.get(self.attack).kind if self.attack in REGISTRY else None
+        entry = self.entry()
+        return entry and entry.kind
 
     @property
     def transport(self) -> bool:

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from sapo_env.attacks import REGISTRY
 from sapo_experiments.attack.config import (
     ABSENT,
     ATTACK_ENV,
@@ -55,7 +54,7 @@ def compute(spec: RunSpec) -> RunFile:
     if spec.attack == ABSENT:  # the honest nodes alone
         names, bad = honest, []
     switches = DEFENSES[spec.defense]
-    entry = REGISTRY.get(spec.attack) if spec.attack in REGISTRY else None
+    entry = spec.entry()
     start_j = entry.experiment_j if entry and entry.experiment_j is not None else HONEST_J
     env = sapo_env.parallel_env(
         n=len(names), max_rounds=c.rounds,

@@ -16,8 +16,9 @@ A ratio policy is named by a label:
 Worker processes build every policy from its label, so a run is described by plain data; a
 policy class or function itself may be given too (``BenchConfig(policies=(MyPolicy,
 "fixed-4"))``): its import path is used, so it must be defined at the top level of an
-importable module. A policy registered in a module of your own is a built-in one once that
-module is imported, in the worker processes too.
+importable module. A policy registered (:func:`agents.ratio.registry.ratio_policy`) in a
+module outside the package has a label in the processes that import that module: with
+``jobs=1`` (no worker process), or entered by its import path.
 """
 
 from __future__ import annotations
