@@ -26,7 +26,7 @@ $(if $(TORCH_INDEX),\
 	$(PIP) "$(TORCH)")
 endef
 
-.PHONY: demo test lint bench clean notebooks
+.PHONY: demo test lint bench clean notebooks docs-tables
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -112,6 +112,11 @@ notebooks: $(VENV)/.dev
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check sapo_env agents sapo_experiments examples tests benchmarks
+
+# The tables of docs/hostile-nodes.md and docs/ratio-policies.md, rewritten from the attack and
+# ratio-policy registries (sapo_experiments/docs_tables.py; the tests check them).
+docs-tables: $(VENV)/.core
+	$(PY) -m sapo_experiments.docs_tables
 
 bench: $(VENV)/.core
 	$(PY) benchmarks/env_step.py --write

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sapo_env.attacks import TransportAttack, check_adversaries
 from sapo_env.churn import check_join_rounds
-from sapo_env.defenses.attack_names import TransportAttack, check_adversaries
 from sapo_env.rollouts import DEFAULT_EPS
 from sapo_env.sampling import FILTERS, SAMPLERS, ExternalSampler, GroupFilter
 from sapo_env.scoring.answers import EXTRACTORS, AnswerExtractor

@@ -93,7 +93,8 @@ SAPO_ENV_ORDER = {
     "base": ("sapo_env.types", "sapo_env.deprecation", "sapo_env.validation", "sapo_env.extras",
              "sapo_env.rng_state", "sapo_env.sender_logprobs", "sapo_env.churn",
              "sapo_env.collection_pause", "sapo_env.one_at_a_time", "sapo_env.rollouts",
-             "sapo_env.sampling", "sapo_env.pool_view", "sapo_env.rescue"),
+             "sapo_env.sampling", "sapo_env.pool_view", "sapo_env.rescue",
+             "sapo_env.registry", "sapo_env.attacks"),
     "scoring": ("sapo_env.scoring",),
     "config": ("sapo_env.task_specs", "sapo_env.config"),
     "tasks": ("sapo_env.tasks",),
@@ -104,7 +105,8 @@ SAPO_ENV_ORDER = {
 }
 """The order inside ``sapo_env``: each sub-layer may import only those before it. A name places
 that module, or every module of that package (the bare ``sapo_env``, only its ``__init__``):
-- base: plain types, validation and pure helpers (advantages, filters and samplers);
+- base: plain types, validation, pure helpers (advantages, filters and samplers) and the
+  registries (named entries; the attacks the config checks names against);
 - scoring: answers read, verified and timed against reasoning-gym's datasets;
 - config: the question mix and ``SwarmConfig``, built on scoring's extractors and limits;
 - tasks: the question streams a config draws from;
@@ -112,10 +114,6 @@ that module, or every module of that package (the bare ``sapo_env``, only its ``
   publication, reputation) with the attacks they are tested against;
 - env: the ParallelEnv and what it is made of (actions, spaces, observations, state, render);
 - runtime: running agents in the env."""
-
-KNOWN_EXCEPTIONS = {("sapo_env.config", "sapo_env.defenses.attack_names")}
-"""Imports that run against ``SAPO_ENV_ORDER`` today, as (importer, imported); each goes when
-the change that fixes it lands (a test fails while an exception is no longer needed)."""
 
 _SUBLAYER = {name: layer for layer, names in SAPO_ENV_ORDER.items() for name in names}
 
@@ -154,17 +152,10 @@ def test_no_sapo_env_sublayer_imports_a_later_one(sublayer):
     for module, path in modules.items():
         if sublayer_of(module) != sublayer:
             continue
-        bad = sorted(m for m in imports_of(path, set(modules)) if sublayer_of(m) in later
-                     and (module, m) not in KNOWN_EXCEPTIONS)
+        bad = sorted(m for m in imports_of(path, set(modules)) if sublayer_of(m) in later)
         if bad:
             offenders[module] = bad
     assert offenders == {}
-
-
-def test_every_known_exception_is_still_an_import():
-    modules = sapo_env_modules()
-    assert {(a, b) for a, b in KNOWN_EXCEPTIONS if b not in imports_of(modules[a], set(modules))
-            } == set()
 
 
 def test_importing_the_env_loads_no_agent():

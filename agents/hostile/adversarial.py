@@ -78,7 +78,9 @@ import numpy as np
 from agents.sim.injection import INJECTED_LINE
 from agents.sim.simulated_text import STRATEGY_INDEX, TEMPLATES, wrong_answer
 from agents.wrappers.wrapper import AgentWrapper
+from sapo_env.attacks import Attack, register_attack
 from sapo_env.defenses.transport_attacks import SLOW_ANSWERS, chosen_adversaries
+from sapo_env.registry import caller_place
 from sapo_env.tasks import reference_answer, resolve
 from sapo_env.types import Action, Observation
 
@@ -207,3 +209,32 @@ def adversarial_swarm(agents: Mapping[str, Any], attack: AgentAttack,
     streams = dict(zip(names, seq.spawn(len(names))))
     return {a: AdversarialAgent(agent, attack, streams[a], active) if a in chosen else agent
             for a, agent in agents.items()}
+
+
+def _hostile(agents: Mapping[str, Any], attack: str, nodes: Sequence[str],
+             seed: np.random.SeedSequence) -> dict[str, Any]:
+    return adversarial_swarm(agents, attack, nodes=nodes, seed=seed)
+
+
+def _text_attack(name: str, does: str, models: str, **harness: Any) -> None:
+    """Register ``name`` as a ``text`` attack of :mod:`sapo_env.attacks`."""
+    register_attack(Attack(name, "text", does, models, swarm=_hostile, **harness), caller_place())
+
+
+_text_attack("garbage", f"empty, random (some outside ASCII, stray `<answer>` tags) or "
+             f"{HUGE_COMPLETION_CHARS:,}-character completions", "a broken or hostile node")
+_text_attack("wrong_answers", "confident wrong answers in `<answer>` tags",
+             "a node that is sure and wrong")
+_text_attack("free_rider", "J = `train_budget`, shares nothing", "taking from the commons",
+             experiment_j=8)
+_text_attack("poison", "half of each group is the right answer in tags carrying an injected "
+             f"line (`{INJECTED_LINE}`), the rest the node's own",
+             '"Hail to the Thief" (Blagoev, Ersoy and Chen, arXiv 2511.09780): correct '
+             "completions that carry a behaviour")
+_text_attack("misleading", "right answers written as careless guesses, wrong answers worked "
+             "step by step, all in `<answer>` tags",
+             "rollouts chosen to mislead: correct, informative and new, they teach what makes "
+             "answers wrong", in_grid=False)
+_text_attack("scoring_dos", "every completion an answer built to be slow to score "
+             "(`1e999999999`, power towers, nesting just under the 2,048-character answer "
+             "limit, huge integers, long fractions)", "stalling the round for everyone")

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from agents.wrappers.wrapper import AgentWrapper
+from sapo_env.attacks import Attack, register_attack
 from sapo_env.defenses.transport_attacks import chosen_adversaries
 from sapo_env.types import Action, Group, Observation
 
@@ -122,3 +123,17 @@ def remote_junk_swarm(agents: Mapping[str, Any], fraction: float | None = None,
     offsets = {a: k * len(JUNK) // len(chosen) for k, a in enumerate(chosen)}
     return {a: RemoteJunkNode(agent, others, offsets[a]) if a in chosen else agent
             for a, agent in agents.items()}
+
+
+def _junk(agents: Mapping[str, Any], attack: str, nodes: Sequence[str], seed: Any
+          ) -> dict[str, Any]:
+    return remote_junk_swarm(agents, nodes=nodes)
+
+
+register_attack(Attack(
+    "remote_junk", "remote",
+    "a remote node (`agents.hostile.remote_junk.RemoteJunkNode`) that sends, one kind a round in turn, "
+    'what the env refuses: `{"leave": False}`, `{"pending": True, ...}` with its whole action, '
+    "`completions` as `np.array(0)` or `7`, actions for the other nodes "
+    '(`{"node_0": {"leave": True}, ...}`), `num_external=2**70`, a list',
+    "a broken or hostile Ray node: plain data the env cannot use", swarm=_junk))

@@ -13,6 +13,8 @@ ratio_policies={node: policy})`` applies it to any agent, simulated or language 
 - ``features`` and ``sb3``: ``RatioFeatures`` (what a learned policy observes, the meta envs'
   observation) and ``SB3Ratio`` (a trained stable-baselines3 policy; SB3 is imported only
   when a model is loaded).
+- ``registry``: every policy by label, registered where it is defined (``ratio_policy``);
+  ``sapo-env bench-ratio`` and the docs read it.
 """
 
 from agents.ratio.bandits import EXP3, DiscountedUCB, ThompsonSampling

@@ -60,6 +60,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from agents.plain_state import PlainState
+from agents.ratio.registry import GRID_ARMS, ratio_policy
 from sapo_env.types import Observation
 
 Payoff = Literal["reward", "next_reward", "progress"]
@@ -175,6 +176,11 @@ class _JBandit(PlainState):
         raise NotImplementedError
 
 
+@ratio_policy("discounted-ucb", kind="bandit",
+              rule="discounted UCB over J (Garivier & Moulines 2011; gamma 0.99, xi 0.6): the "
+                   "environment is non-stationary, the learners improve",
+              tuning=({}, {"arms": GRID_ARMS}, {"arms": GRID_ARMS, "gamma": 0.95},
+                      {"arms": GRID_ARMS, "gamma": 0.999}))
 class DiscountedUCB(_JBandit):
     """Discounted UCB (D-UCB; Garivier & Moulines, "On upper-confidence bound policies for
     switching bandit problems", ALT 2011): UCB whose counts and sums forget at rate gamma.
@@ -261,6 +267,11 @@ class DiscountedUCB(_JBandit):
         self.sums[arm] += payoff
 
 
+@ratio_policy("exp3", kind="bandit", needs=("seed",),
+              rule="EXP3 as Online Data Mixing uses it (Albalak et al. 2023: decaying "
+                   "exploration, importance-weighted payoffs)",
+              tuning=({}, {"arms": GRID_ARMS}, {"payoff": "progress"},
+                      {"arms": GRID_ARMS, "payoff": "progress"}))
 class EXP3(_JBandit):
     """EXP3 (Auer, Cesa-Bianchi, Freund & Schapire, SIAM J. Comput. 2002) as Online Data
     Mixing runs it (Albalak et al. 2023, "Efficient Online Data Mixing For Language Model
@@ -347,6 +358,10 @@ class EXP3(_JBandit):
         self._eps = min(1.0 / k, math.sqrt(math.log(k) / (k * self.t)))
 
 
+@ratio_policy("thompson", kind="bandit", needs=("seed",),
+              rule="Beta posteriors over J, discounted (gamma 0.99) for non-stationarity",
+              tuning=({}, {"arms": GRID_ARMS}, {"arms": GRID_ARMS, "gamma": 0.95},
+                      {"arms": GRID_ARMS, "gamma": 0.999}))
 class ThompsonSampling(_JBandit):
     """Thompson sampling over J with Beta posteriors, fractional updates and discounting.
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from agents.ratio.bandits import Payoff, _check_positive, _check_unit, _JBandit
 from agents.ratio.features import FEATURE_HIGH, FEATURE_LOW, FEATURE_NAMES, RatioFeatures
+from agents.ratio.registry import GRID_ARMS, ratio_policy
 from sapo_env.types import Observation
 
 CONTEXT: tuple[str, ...] = tuple(n for n in FEATURE_NAMES if n not in ("num_external",
@@ -50,6 +51,14 @@ CONTEXT: tuple[str, ...] = tuple(n for n in FEATURE_NAMES if n not in ("num_exte
 _COLUMNS = [FEATURE_NAMES.index(n) for n in CONTEXT]
 
 
+@ratio_policy("linucb", kind="contextual",
+              rule="a contextual bandit: discounted disjoint LinUCB over J (Li et al. 2010; the "
+                   "discounting of Russac et al. 2019) on the node's situation (own reward and "
+                   "trend, the filtered pool's size and reward, zero-advantage share, shortfall, "
+                   "what others take), so a J can pay in one state of the swarm and not in "
+                   "another",
+              tuning=({}, {"arms": GRID_ARMS}, {"arms": GRID_ARMS, "alpha": 0.1},
+                      {"arms": GRID_ARMS, "alpha": 1.0}))
 class LinUCBRatio(_JBandit):
     """Discounted disjoint LinUCB over J on the node's ``CONTEXT`` (module docstring).
 

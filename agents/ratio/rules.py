@@ -40,10 +40,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents.plain_state import PlainState
+from agents.ratio.registry import ratio_policy
 from sapo_env.types import Observation
 from sapo_env.validation import check_fits_budget, check_int
 
 
+@ratio_policy("fixed-J", kind="fixed", shown_as="FixedRatio(J)",
+              rule="always J: the paper's 8/0, 6/2, 4/4, 2/6")
 class FixedRatio(PlainState):
     """Always the same J: the paper's fixed I/J configurations.
 
@@ -72,6 +75,9 @@ class FixedRatio(PlainState):
         """Nothing to learn."""
 
 
+@ratio_policy("schedule-J1,J2,...", kind="fixed", shown_as="ScheduledRatio([(0, 6), (150, 0)])",
+              rule="J by round from a fixed schedule (first round, J): an open-loop policy, "
+                   "the form of the benchmark's oracle")
 class ScheduledRatio(PlainState):
     """J by round from a fixed schedule: an open-loop policy, the same in every swarm.
 
@@ -152,6 +158,11 @@ def _measured(info: Mapping[str, Any]) -> bool:
     return info["generated_completions"] > 0
 
 
+@ratio_policy("pool-quality", kind="rule",
+              rule="J + 1 while the filtered pool's mean reward "
+                   "(`infos[\"pool_mean_reward_filtered\"]`) beats the node's own recent "
+                   "reward by 0.05, J - 1 otherwise or when the pool is empty",
+              tuning=({}, {"margin": 0.0}, {"margin": 0.1}, {"window": 30}))
 class PoolQuality(_Bounds):
     """One more external group while the pool beats the node's own rollouts, one fewer otherwise.
 
@@ -221,6 +232,13 @@ class PoolQuality(_Bounds):
             self._own.append(float(reward))
 
 
+@ratio_policy("learning-progress", kind="rule",
+              rule="every 5 rounds, J + 1 when the mean reward of the last 10 rounds beats the "
+                   "10 before by more than 0.05, J - 1 when it falls by as much: the difficulty "
+                   "rule of the paper's reference code (gensyn-ai/rl-swarm, "
+                   "`code_gen_exp/src/proposer.py`), applied to J",
+              tuning=({}, {"threshold": 0.02}, {"threshold": 0.1},
+                      {"window": 20, "check_every": 10}))
 class LearningProgress(_Bounds):
     """J moves one step when the node's reward trend moves: rl-swarm's difficulty rule, on J.
 

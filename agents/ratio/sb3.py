@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from agents.ratio.features import FEATURE_NAMES, RatioFeatures
+from agents.ratio.registry import ratio_policy
 from sapo_env.extras import require
 
 
@@ -34,6 +35,10 @@ class Predictor(Protocol):
     def predict(self, observation: np.ndarray, deterministic: bool = ...) -> tuple[Any, Any]: ...
 
 
+@ratio_policy("ppo", kind="learned", shown_as="SB3Ratio(model)", make="load",
+              needs=("path", "max_rounds"),
+              rule="a trained stable-baselines3 policy on the `RatioFeatures` vector; "
+                   "`SB3Ratio.load(path, max_rounds=...)`")
 class SB3Ratio:
     """A ``RatioPolicy`` that asks a trained model for J.
 

@@ -9,108 +9,33 @@ groups a named node publishes are rewritten as it would send them, after the env
 and before they enter the pool, so every receiver gets the forged packet
 (``SwarmConfig.verify_packets`` is the defense, :mod:`sapo_env.defenses.packets`).
 
-Attacks (``TRANSPORT_ATTACK_NAMES``: the per-group ``TRANSPORT_ATTACKS``, then the per-node
-``NODE_ATTACKS``); each says what stops it (``verify`` is
-``SwarmConfig.verify_packets``; the packet schema and the sender check of
-:mod:`sapo_env.defenses.packet_schema` are always on):
-
-``forge_rewards``
-    wrong answers presented as right: every claimed reward is inverted (1 - the verifier's
-    score) and the advantages recomputed from the claims, so a receiver that trusts the packet
-    reinforces what the verifier rejected and penalises what it accepted. Question, answer and
-    ref stay true. A group the verifier scored all equal stays all equal (no signal either way).
-    Stopped by verify (``rewards``).
-``forge_metadata``
-    a self-consistent lie: ``answer`` becomes the most common wrong answer among the group's
-    completions (as the swarm's answer format reads them), and rewards and advantages are
-    recomputed as an exact match against it. A receiver that re-scores against the packet's
-    own ``answer`` accepts it; one that re-derives the answer from ``ref`` does not (``answer``).
-    With no wrong answer to claim, the answer is altered anyway and every claimed reward is 0.
-    Forged ``ref`` and ``question`` fields meet the same check; the tests forge each by hand.
-``duplicate_spam``
-    every group is published ``SPAM_COPIES`` times, the copies under new ids
-    (``node_3/r12/q0/copy1`` ...): the spammer floods the pool, so receivers draw its groups
-    instead of the others'. Stopped by verify (``duplicate``).
-``slow_packets``
-    in place of each of its groups, ``SLOW_COPIES`` copies (new ids) whose completions are
-    answers built to be as slow to score as possible (``SLOW_ANSWERS``, in turn, in
-    ``<answer>`` tags), claiming the group's rewards: each copy is true in every field a cheap
-    check reads, so all reach re-scoring (a rejected copy makes no other a duplicate), made to
-    eat the verifier's time. Stopped by verify within the sender's budget: re-scoring a packet
-    is charged to its sender's ``node_score_budget``, and what that does not cover is rejected
-    (``scoring_timeout``, the sender's ``scoring_failures["budget"]``), so each slow sender
-    costs a step at most its budget. A copy re-scored in time is rejected as ``rewards`` (its
-    answers score 0), or, claiming a group's all-0 rewards, passes once (then ``duplicate``).
-``replay``
-    the node sends nothing of its own: it republishes every other node's group of the round,
-    as it received them, under its own name and new ids (``node_9/replay/node_0/r3/q1``).
-    Stopped by verify (``not_dealt``: it was not dealt those questions).
-``flood``
-    its own groups, then ``FLOOD_GROUPS`` more a round on questions it chose itself (its own
-    tasks' datasets at indices it draws), each built as the env builds a group: the question and
-    answer re-derived from the ref, completions (half the right answer in tags, half its own
-    text) scored by reasoning-gym, advantages computed, so every packet is internally
-    consistent and passes re-scoring. Stopped by verify (``not_dealt``).
-``sybil``
-    its own groups, plus each again under ``SYBILS`` made-up names (``node_9~sybil1``) that the
-    swarm never dealt anything. Stopped by the sender check (``impersonation``: the name is not
-    the node that sent it), with or without verify; verify alone would also stop it
-    (``not_dealt``). A real deployment needs authenticated senders (signed packets or
-    authenticated connections) for that check to hold on the wire.
-``held_out``
-    in place of its own groups, as many internally consistent groups on held-out evaluation
-    questions (:func:`sapo_env.tasks.held_out_questions` of the paper's tasks), so receivers
-    would train on the evaluation set. Stopped by verify (``not_dealt``: no node is ever dealt
-    a held-out question).
-``future_round``
-    its own groups claiming ``round=10**9``, and a copy of each claiming each of
-    ``ABSURD_ROUNDS`` (in the past, far future, not an int), to outlive the pool window. The
-    receiver stamps the round a packet arrived in (the schema never reads the claim), so the
-    originals are pooled as this round's groups and leave with the window; the copies are
-    stopped by verify (``duplicate``).
-``malformed``
-    in place of its own groups, type-broken packets (``MALFORMED``): the round a ``str`` or
-    None, rewards a list of strings, ``source`` a list, numpy arrays for ``question``,
-    ``answer``, ``task`` or ``system_prompt``, a 10 MB completion, a ``str`` subclass lying
-    about its length. Stopped by the schema (``malformed``, ``oversized``), with or without
-    verify, counted against the node that sent them and never raised (the two broken rounds
-    are simply replaced by the receiver's).
-``impersonation``
-    impersonation by name: in place of its own groups, the same groups claiming the name of
-    the first other node of the round (its victim: ``node_0`` when the adversaries are the last
-    nodes) as ``source`` and in their ids. Where a claimed name was believed, its groups would
-    count as the victim's (past a per-source cap, into the victim's reputation, and under
-    verify as ``not_dealt`` rejections charged to the victim). Stopped by the sender check of
-    :func:`sapo_env.defenses.packet_schema.admit` (``impersonation``), with or without verify:
-    the transport knows who sent a packet, and a claimed ``source`` that is not the sender is
-    refused and charged to the sender.
-``framing``
-    its own groups (true, under its own name), then, claiming its victim's name (as
-    ``impersonation`` picks it): every group the victim published this round with inverted
-    rewards, and ``FRAMING_JUNK`` junk packets ``{"source": victim}``. Where rejections were
-    charged to the name a packet claims, reputation sampling would turn against the victim
-    (the red team's 1,000 a round took ``node_0`` from 127 groups taken by others to 0 in 30
-    rounds) while the framer kept a clean record. Stopped by the sender check: every packet is
-    refused (``malformed``, ``impersonation``, or ``too_many`` past the framer's packet cap)
-    and charged to the framer, whose reputation then drops instead.
+Each attack is a function here, registered by :func:`transport_attack` as a ``packet`` attack
+of :mod:`sapo_env.attacks` (``TRANSPORT_ATTACK_NAMES`` lists them); its docstring says what it
+sends and what stops it (``verify`` is ``SwarmConfig.verify_packets``; the packet schema and the
+sender check of :mod:`sapo_env.defenses.packet_schema` are always on).
 
 **The hook** (an explicit interface, called by the env once a round): :func:`tamper` gets
 every group the env built to publish this round, in publication order, and sends in place of
 each adversary's groups what its attack returns (any values: a hostile machine sends what it
 likes), each paired with the node that sent it (:data:`Sent`: what a transport knows,
 whatever a packet claims; :func:`sapo_env.defenses.packet_schema.admit` takes these pairs). An
-attack takes one of two forms: a :data:`GroupAttack` of ``TRANSPORT_ATTACKS`` rewrites each
-group on its own (``forge_rewards``, ``forge_metadata``, ``duplicate_spam``,
-``slow_packets``); a :data:`NodeAttack` of ``NODE_ATTACKS`` is called once with all the node's
-groups of the round and what it received from the others (the same round's groups of every
-other node). A node that shares nothing this round sends nothing. Attacks are deterministic:
-``flood`` draws its questions from a generator seeded by the round and the node's name, so
-runs stay reproducible.
+attack takes one of two forms: a :data:`GroupAttack` (``per="group"``, in
+``TRANSPORT_ATTACKS``) rewrites each group on its own; a :data:`NodeAttack` (``per="node"``, in
+``NODE_ATTACKS``) is called once with all the node's groups of the round and what it received
+from the others (the same round's groups of every other node). A node that shares nothing this
+round sends nothing. Attacks are deterministic (one that draws, draws from a generator seeded
+by the round and the node's name), so runs stay reproducible.
 
 What a transport adversary cannot do here: read the pool beyond the round it is sent in (a
 replay of older rounds meets the same ``not_dealt`` check), or change what it trains on
 itself. Attacks that need no transport (garbage text, confident wrong answers, free riding,
 poisoned completions, answers slow to score) are agents: :mod:`agents.hostile.adversarial`.
+
+Adding an attack is one function, in this module or any other::
+
+    @transport_attack("my_attack", per="node", does="what it sends", models="what it models")
+    def my_attack(own, received, extract, eps):  # its docstring: what stops it
+        return [*own, *received]
 
 Example::
 
@@ -128,12 +53,13 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from sapo_env.attacks import TRANSPORT_ATTACK_NAMES, Attack, TransportAttack, register_attack
 from sapo_env.config import MAX_QUESTIONS_PER_STREAM, SwarmConfig
-from sapo_env.defenses.attack_names import TRANSPORT_ATTACK_NAMES, TransportAttack
+from sapo_env.registry import caller_place
 from sapo_env.rollouts import group_advantages
 from sapo_env.scoring.answers import AnswerExtractor
 from sapo_env.tasks import held_out_questions, redraw, reference_answer
@@ -146,6 +72,33 @@ NodeAttack = Callable[[Sequence[Group], Sequence[Group], AnswerExtractor, float]
 """A per-node attack: ``(own, received, extract, eps) -> packets``. ``own`` are the groups the
 env built for the node this round (all of one source, at least one), ``received`` every other
 node's groups of the round; the packets are sent in place of ``own``, in order."""
+TRANSPORT_ATTACKS: dict[str, GroupAttack] = {}
+"""The registered per-group attacks by name, as :func:`tamper` calls them."""
+NODE_ATTACKS: dict[str, NodeAttack] = {}
+"""The registered per-node attacks by name, as :func:`tamper` calls them."""
+F = TypeVar("F", bound=Callable[..., list[Any]])
+
+
+def transport_attack(name: str, *, per: Literal["group", "node"], does: str, models: str,
+                     experiment_env: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+    """A decorator registering the function as the ``packet`` attack ``name`` (an
+    :class:`sapo_env.attacks.Attack`): a :data:`GroupAttack` (``per="group"``) or a
+    :data:`NodeAttack` (``per="node"``), which :func:`tamper` then calls. ``does`` and
+    ``models`` are the docs table's one-line cells; ``experiment_env`` the ``SwarmConfig``
+    settings the attack experiment's runs of it add."""
+    if per not in ("group", "node"):
+        raise ValueError(f"attack {name!r}: per must be 'group' or 'node', got {per!r}")
+    place = caller_place()
+
+    def register(function: F) -> F:
+        register_attack(Attack(name, "packet", does, models,
+                               experiment_env=experiment_env or {}), place)
+        (TRANSPORT_ATTACKS if per == "group" else NODE_ATTACKS)[name] = function
+        return function
+
+    return register
+
+
 SPAM_COPIES = 8
 """Times ``duplicate_spam`` publishes each group (the original and 7 copies): at 30% spammers
 among 10 nodes, about three quarters of the pool."""
@@ -164,6 +117,9 @@ SLOW_ANSWERS: tuple[str, ...] = (
 """Answers built to be slow to score (``slow_packets``' and ``agents.hostile.adversarial``'s
 ``scoring_dos``), each within the default ``max_answer_chars`` (2048) so that it is parsed:
 the kinds of input that cost naive scorers seconds, gigabytes or the stack."""
+SLOW_PACKETS_ROUND_BUDGET = 1.0
+"""Seconds of scoring a round gets in the attack experiment's ``slow_packets`` runs
+(``round_score_budget``; ``sapo_experiments.attack.config`` says why)."""
 FRAMING_JUNK = 1000
 """Junk packets ``{"source": victim}`` ``framing`` sends a round (the red team's count)."""
 Sent = tuple[str, Any]
@@ -238,14 +194,33 @@ def _claimed(group: Group, rewards: np.ndarray, eps: float, **changes) -> Group:
     return {**group, **changes, "rewards": rewards, "advantages": advantages}
 
 
+@transport_attack(
+    "forge_rewards", per="group",
+    does="claimed rewards inverted (1 - score), advantages recomputed: wrong answers presented "
+         "as right",
+    models="a node lying about its scores")
 def forge_rewards(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
-    """The group with inverted rewards (see the module docstring)."""
+    """Wrong answers presented as right: every claimed reward is inverted (1 - the verifier's
+    score) and the advantages recomputed from the claims, so a receiver that trusts the packet
+    reinforces what the verifier rejected and penalises what it accepted. Question, answer and
+    ref stay true. A group the verifier scored all equal stays all equal (no signal either
+    way). Stopped by verify (``rewards``)."""
     return [_claimed(group, 1.0 - group["rewards"], eps)]
 
 
+@transport_attack(
+    "forge_metadata", per="group",
+    does="`answer` replaced by the most common wrong answer among the completions, rewards "
+         "recomputed as exact matches against it",
+    models="a self-consistent lie that a receiver re-scoring against the packet's own answer "
+           "accepts")
 def forge_metadata(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
-    """The group claiming one of its wrong answers as the reference (see the module
-    docstring)."""
+    """A self-consistent lie: ``answer`` becomes the most common wrong answer among the group's
+    completions (as the swarm's answer format reads them), and rewards and advantages are
+    recomputed as an exact match against it. A receiver that re-scores against the packet's
+    own ``answer`` accepts it; one that re-derives the answer from ``ref`` does not
+    (``answer``). With no wrong answer to claim, the answer is altered anyway and every claimed
+    reward is 0. Forged ``ref`` and ``question`` fields meet the same check."""
     answers = [extract(c) for c in group["completions"]]
     wrong = Counter(a for a, r in zip(answers, group["rewards"].tolist())
                     if a is not None and r < 1.0 and a != group["answer"])
@@ -257,22 +232,52 @@ def forge_metadata(group: Group, extract: AnswerExtractor, eps: float) -> list[G
     return [_claimed(group, claimed, eps, answer=forged)]
 
 
+@transport_attack(
+    "duplicate_spam", per="group",
+    does=f"each group published {SPAM_COPIES} times, the copies under new ids",
+    models="flooding the pool")
 def duplicate_spam(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
-    """The group and ``SPAM_COPIES - 1`` copies under new ids."""
+    """The group and ``SPAM_COPIES - 1`` copies under new ids (``node_3/r12/q0/copy1`` ...): the
+    spammer floods the pool, so receivers draw its groups instead of the others'. Stopped by
+    verify (``duplicate``)."""
     return [group] + [{**group, "id": f"{group['id']}/copy{k}"} for k in range(1, SPAM_COPIES)]
 
 
+@transport_attack(
+    "slow_packets", per="group",
+    does=f"in place of each group, {SLOW_COPIES} copies (new ids) whose completions are the "
+         "answers `scoring_dos` writes, claiming the group's rewards: true in every field a "
+         "cheap check reads, so every copy reaches re-scoring",
+    models="eating the verifier's time: one node's packets re-scored by every receiver",
+    experiment_env={"round_score_budget": SLOW_PACKETS_ROUND_BUDGET})
 def slow_packets(group: Group, extract: AnswerExtractor, eps: float) -> list[Group]:
-    """``SLOW_COPIES`` copies of the group, its completions ``SLOW_ANSWERS`` in turn."""
+    """In place of the group, ``SLOW_COPIES`` copies (new ids) whose completions are answers
+    built to be as slow to score as possible (``SLOW_ANSWERS``, in turn, in ``<answer>`` tags),
+    claiming the group's rewards: each copy is true in every field a cheap check reads, so all
+    reach re-scoring (a rejected copy makes no other a duplicate), made to eat the verifier's
+    time. Stopped by verify within the sender's budget: re-scoring a packet is charged to its
+    sender's ``node_score_budget``, and what that does not cover is rejected
+    (``scoring_timeout``, the sender's ``scoring_failures["budget"]``), so each slow sender
+    costs a step at most its budget. A copy re-scored in time is rejected as ``rewards`` (its
+    answers score 0), or, claiming a group's all-0 rewards, passes once (then
+    ``duplicate``)."""
     L = len(group["completions"])
     return [{**group, "id": f"{group['id']}/slow{k}", "completions": tuple(
         f"<answer>{SLOW_ANSWERS[(k * L + j) % len(SLOW_ANSWERS)]}</answer>" for j in range(L))}
         for k in range(SLOW_COPIES)]
 
 
+@transport_attack(
+    "replay", per="node",
+    does="sends nothing of its own: republishes every other node's group of the round under "
+         "its own name",
+    models="a node that generates nothing and passes others' work off as its own")
 def replay(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
            eps: float) -> list[Any]:
-    """The others' groups under the node's name, none of its own."""
+    """The others' groups under the node's name, none of its own: it republishes every other
+    node's group of the round, as it received them, under its own name and new ids
+    (``node_9/replay/node_0/r3/q1``). Stopped by verify (``not_dealt``: it was not dealt those
+    questions)."""
     source = own[0]["source"]
     return [{**g, "source": source, "id": f"{source}/replay/{g['id']}"} for g in received]
 
@@ -296,9 +301,19 @@ def consistent_group(template: Group, ref: Mapping[str, Any], id_: str,
                     answer=answer, ref=drawn.question["ref"], completions=completions)
 
 
+@transport_attack(
+    "flood", per="node",
+    does=f"its own groups plus {FLOOD_GROUPS} a round on questions it chose (its tasks' "
+         "datasets, indices it draws), each built like the env's: answer re-derived, "
+         "completions (half the right answer in tags) scored by reasoning-gym, advantages "
+         "computed",
+    models="flooding the pool with internally consistent groups nobody asked for")
 def flood(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
           eps: float) -> list[Any]:
-    """Its groups and ``FLOOD_GROUPS`` consistent ones on questions it drew itself."""
+    """Its groups, then ``FLOOD_GROUPS`` more a round on questions it chose itself (its own
+    tasks' datasets at indices it draws from a generator seeded by the round and its name),
+    each a :func:`consistent_group`, so every packet is internally consistent and passes
+    re-scoring. Stopped by verify (``not_dealt``)."""
     source, round_ = own[0]["source"], int(own[0]["round"])
     rng = np.random.default_rng(np.random.SeedSequence([round_, zlib.crc32(source.encode())]))
     indices = rng.integers(0, MAX_QUESTIONS_PER_STREAM, FLOOD_GROUPS).tolist()
@@ -308,9 +323,17 @@ def flood(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtrac
     return [*own, *(g for g in built if g is not None)]
 
 
+@transport_attack(
+    "sybil", per="node",
+    does=f"its own groups, plus each again under {SYBILS} made-up names (`node_9~sybil1`)",
+    models="sybil identities")
 def sybil(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
           eps: float) -> list[Any]:
-    """Its groups, and each again under ``SYBILS`` made-up names."""
+    """Its groups, and each again under ``SYBILS`` made-up names (``node_9~sybil1``) that the
+    swarm never dealt anything. Stopped by the sender check (``impersonation``: the name is not
+    the node that sent it), with or without verify; verify alone would also stop it
+    (``not_dealt``). A real deployment needs authenticated senders (signed packets or
+    authenticated connections) for that check to hold on the wire."""
     copies = [{**g, "source": f"{g['source']}~sybil{k}", "id": f"{g['id']}~sybil{k}"}
               for k in range(1, SYBILS + 1) for g in own]
     return [*own, *copies]
@@ -323,9 +346,16 @@ def held_out_refs() -> tuple[Mapping[str, Any], ...]:
     return tuple(d.question["ref"] for d in held_out_questions(SwarmConfig(), HELD_OUT_QUESTIONS))
 
 
+@transport_attack(
+    "held_out", per="node",
+    does="in place of its groups, consistent groups on held-out evaluation questions "
+         "(`sapo_env.tasks.held_out_questions` of the paper's tasks)",
+    models="contaminating the evaluation set")
 def held_out(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
              eps: float) -> list[Any]:
-    """One consistent group on a held-out question in place of each of its groups."""
+    """One :func:`consistent_group` on a held-out evaluation question (``held_out_refs``) in
+    place of each of its groups, so receivers would train on the evaluation set. Stopped by
+    verify (``not_dealt``: no node is ever dealt a held-out question)."""
     refs = held_out_refs()
     round_ = int(own[0]["round"])
     built = (consistent_group(g, refs[(round_ * len(own) + k) % len(refs)],
@@ -333,17 +363,35 @@ def held_out(own: Sequence[Group], received: Sequence[Group], extract: AnswerExt
     return [g for g in built if g is not None]
 
 
+@transport_attack(
+    "future_round", per="node",
+    does="its groups claiming `round=10**9`, and a copy of each claiming -1, 2**63, 10**18, "
+         "1.5 and inf",
+    models="packets meant to outlive the pool window")
 def future_round(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
                  eps: float) -> list[Any]:
-    """Its groups claiming round ``10**9``, then a copy of each per ``ABSURD_ROUNDS``."""
+    """Its groups claiming round ``10**9``, then a copy of each per ``ABSURD_ROUNDS`` (in the
+    past, far future, not an int), to outlive the pool window. The receiver stamps the round a
+    packet arrived in (the schema never reads the claim), so the originals are pooled as this
+    round's groups and leave with the window; the copies are stopped by verify
+    (``duplicate``)."""
     copies = [{**g, "round": r, "id": f"{g['id']}/round{k}"}
               for k, r in enumerate(ABSURD_ROUNDS) for g in own]
     return [*({**g, "round": 10**9} for g in own), *copies]
 
 
+@transport_attack(
+    "malformed", per="node",
+    does="in place of its groups, type-broken packets: round a `str` or None, rewards a list "
+         "of `str`, `source` a list, numpy arrays as `question`/`answer`/`task`/"
+         "`system_prompt`, a 10 MB completion, a `str` subclass lying about `__len__`",
+    models="a broken or hostile sender probing the parser")
 def malformed(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
               eps: float) -> list[Any]:
-    """Every ``MALFORMED`` packet, built from its groups in turn, in place of them."""
+    """Every ``MALFORMED`` packet, built from its groups in turn, in place of them. Stopped by
+    the schema (``malformed``, ``oversized``), with or without verify, counted against the node
+    that sent them and never raised (the two broken rounds are simply replaced by the
+    receiver's)."""
     return [broken(own[k % len(own)]) for k, broken in enumerate(MALFORMED.values())]
 
 
@@ -353,9 +401,22 @@ def victim_of(received: Sequence[Group]) -> str | None:
     return received[0]["source"] if received else None
 
 
+@transport_attack(
+    "impersonation", per="node",
+    does="in place of its groups, the same groups claiming an honest node's name (`source` and "
+         "id; the first other node of the round, `node_0` when the adversaries are the last "
+         "nodes)",
+    models="passing one's packets off as another node's: past a per-source cap, into the "
+           "victim's record")
 def impersonation(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
                   eps: float) -> list[Any]:
-    """Its groups claiming the victim's name (``source`` and id), in place of its own."""
+    """Its groups claiming the victim's name (:func:`victim_of`; ``source`` and id), in place of
+    its own. Where a claimed name was believed, its groups would count as the victim's (past a
+    per-source cap, into the victim's reputation, and under verify as ``not_dealt`` rejections
+    charged to the victim). Stopped by the sender check of
+    :func:`sapo_env.defenses.packet_schema.admit` (``impersonation``), with or without verify:
+    the transport knows who sent a packet, and a claimed ``source`` that is not the sender is
+    refused and charged to the sender."""
     victim = victim_of(received)
     if victim is None:
         return list(own)
@@ -363,34 +424,26 @@ def impersonation(own: Sequence[Group], received: Sequence[Group], extract: Answ
     return [{**g, "source": victim, "id": g["id"].replace(source, victim, 1)} for g in own]
 
 
+@transport_attack(
+    "framing", per="node",
+    does="its own groups, then, in the victim's name, the victim's groups of the round with "
+         f"inverted rewards and {FRAMING_JUNK:,} junk packets `{{\"source\": victim}}`",
+    models="getting rejections charged to a victim so that reputation sampling turns against "
+           "it")
 def framing(own: Sequence[Group], received: Sequence[Group], extract: AnswerExtractor,
             eps: float) -> list[Any]:
-    """Its groups, then the victim's with inverted rewards and ``FRAMING_JUNK`` junk packets,
-    all claiming the victim's name."""
+    """Its groups (true, under its own name), then, claiming its victim's name (as
+    ``impersonation`` picks it): every group the victim published this round with inverted
+    rewards, and ``FRAMING_JUNK`` junk packets ``{"source": victim}``. Where rejections were
+    charged to the name a packet claims, reputation sampling would turn against the victim
+    while the framer kept a clean record. Stopped by the sender check: every packet is refused
+    (``malformed``, ``impersonation``, or ``too_many`` past the framer's packet cap) and charged
+    to the framer, whose reputation then drops instead."""
     victim = victim_of(received)
     if victim is None:
         return list(own)
     forged = [forge_rewards(g, extract, eps)[0] for g in received if g["source"] == victim]
     return [*own, *forged, *({"source": victim} for _ in range(FRAMING_JUNK))]
-
-
-TRANSPORT_ATTACKS: dict[str, GroupAttack] = {
-    "forge_rewards": forge_rewards,
-    "forge_metadata": forge_metadata,
-    "duplicate_spam": duplicate_spam,
-    "slow_packets": slow_packets,
-}
-NODE_ATTACKS: dict[str, NodeAttack] = {
-    "replay": replay,
-    "flood": flood,
-    "sybil": sybil,
-    "held_out": held_out,
-    "future_round": future_round,
-    "malformed": malformed,
-    "impersonation": impersonation,
-    "framing": framing,
-}
-assert TRANSPORT_ATTACK_NAMES == (*TRANSPORT_ATTACKS, *NODE_ATTACKS)  # one list, two places
 
 
 def tamper(groups: Sequence[Group], adversaries: Mapping[str, str] | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from sapo_experiments import sweep_cli
-from sapo_experiments.attack.config import ATTACKS, FULL, QUICK, AttackConfig
+from sapo_experiments.attack.config import ALL_ATTACKS, ATTACKS, FULL, QUICK, AttackConfig
 from sapo_experiments.attack.sweep import attack
 
 
@@ -14,8 +14,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"a smoke test (15 s wall, 28 s CPU with --jobs 2 on 2 idle cores): "
                              f"{QUICK['rounds']} rounds, {QUICK['seeds']} seeds, 30%% "
                              "adversaries, no ablation")
-    parser.add_argument("--attacks", nargs="+", default=None, choices=ATTACKS,
-                        help="attacks to run (default: all)")
+    named_only = [a for a in ALL_ATTACKS if a not in ATTACKS]
+    parser.add_argument("--attacks", nargs="+", default=None, choices=list(ALL_ATTACKS),
+                        help="attacks to run (default: all"
+                             + (f" but {' '.join(named_only)}" if named_only else "") + ")")
     parser.add_argument("--fractions", nargs="+", type=float, default=None, metavar="F",
                         help="fractions of adversarial nodes (default: "
                              + " ".join(map(str, FULL["fractions"])) + ")")
@@ -39,10 +41,10 @@ def config_from_args(args: argparse.Namespace) -> AttackConfig:
         **({"attacks": tuple(args.attacks)} if args.attacks else {}))
 
 
-HELP = ("hostile nodes (18 attacks: forged, slow, replayed, flooded, sybil, held-out, "
-        "absurd-round, malformed, impersonating and framing packets, spam, garbage, wrong "
-        "answers, free riders, poison, answers slow to score, remote nodes' junk) against the "
-        "defenses, with simulated learners: a table and a figure (sapo_experiments.attack)")
+HELP = (f"hostile nodes ({len(ATTACKS)} attacks: forged, slow, replayed, flooded, sybil, "
+        "held-out, absurd-round, malformed, impersonating and framing packets, spam, garbage, "
+        "wrong answers, free riders, poison, answers slow to score, remote nodes' junk) against "
+        "the defenses, with simulated learners: a table and a figure (sapo_experiments.attack)")
 DESCRIPTION = "Hostile nodes against simulated learners, with and without defenses."
 COMMAND = sweep_cli.SweepCommand(
     "attack", HELP, DESCRIPTION, add_arguments, config_from_args, attack)

@@ -4,16 +4,17 @@ Every run is one swarm of simulated learners under the paper's protocol (every h
 4/4) in which the last ``round(fraction * n)`` nodes attack (``sapo_env.defenses.transport_attacks``
 picks them); the others are the honest nodes whose reward is measured.
 
-Attacks (``ATTACKS``): ``forge_rewards``, ``forge_metadata``, ``duplicate_spam``,
-``slow_packets``, ``replay``, ``flood``, ``sybil``, ``held_out``, ``future_round``,
-``malformed``, ``impersonation`` and ``framing`` are forged packets
-(``SwarmConfig.adversaries``, :mod:`sapo_env.defenses.transport_attacks`, whose docstring says
-what each models and what stops it); ``garbage``, ``wrong_answers``, ``free_rider``,
-``poison`` and ``scoring_dos`` are agents (:mod:`agents.hostile.adversarial`), a free rider at J = 8
-from round 0; ``remote_junk``'s adversaries are remote nodes that send plain data the env
-refuses (``REMOTE_ATTACKS``, :mod:`agents.hostile.remote_junk`), screened by the runner.
+Attacks: every attack of the registry (:mod:`sapo_env.attacks`), each registered where it is
+defined: forged packets (``SwarmConfig.adversaries``, :mod:`sapo_env.defenses.transport_attacks`,
+whose attacks' docstrings say what each models and what stops it); agents
+(:mod:`agents.hostile.adversarial`), a free rider at J = 8 from round 0 (its entry's
+``experiment_j``); remote nodes that send plain data the env refuses (``REMOTE_ATTACKS``,
+:mod:`agents.hostile.remote_junk`), screened by the runner. ``ALL_ATTACKS`` are those the experiment
+can run (``--attacks``' choices), the kinds in the registry's order; ``ATTACKS``, the ones it
+runs by default, all but those registered with ``in_grid=False`` (``misleading``).
 
-``ATTACK_ENV`` are env settings an attack's runs add, with and without defenses:
+``ATTACK_ENV`` are env settings an attack's runs add, with and without defenses (its entry's
+``experiment_env``):
 ``slow_packets`` runs give the round a scoring budget of ``SLOW_PACKETS_ROUND_BUDGET``
 (``round_score_budget``: each of the 10 nodes gets a tenth of it; the env's default is no
 round budget and 10 s a node). Each slow sender spends its whole share every round it is
@@ -45,19 +46,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sapo_env.defenses.transport_attacks import TRANSPORT_ATTACK_NAMES, adversary_nodes
+from agents.hostile import adversarial, remote_junk  # noqa: F401 - they register their attacks
+from sapo_env.attacks import REGISTRY, Attack, attacks
+from sapo_env.defenses.transport_attacks import (  # noqa: F401 - importable from here too
+    SLOW_PACKETS_ROUND_BUDGET,
+    adversary_nodes,
+)
+from sapo_env.registry import NamesView, TableView
 from sapo_env.validation import check_int
 from sapo_experiments.sweep import RunSpecBase, SweepConfig, run_key
 
-ATTACKS: tuple[str, ...] = ("forge_rewards", "forge_metadata", "duplicate_spam",
-                            "slow_packets", "replay", "flood", "sybil", "held_out",
-                            "future_round", "malformed", "impersonation", "framing", "garbage",
-                            "wrong_answers", "free_rider", "poison", "scoring_dos",
-                            "remote_junk")
-REMOTE_ATTACKS = ("remote_junk",)  #: attacks by remote nodes (``agents.hostile.remote_junk``)
-SLOW_PACKETS_ROUND_BUDGET = 1.0  #: seconds of scoring a round gets in ``slow_packets`` runs
-ATTACK_ENV: dict[str, dict[str, Any]] = {
-    "slow_packets": {"round_score_budget": SLOW_PACKETS_ROUND_BUDGET}}
+ALL_ATTACKS = NamesView(lambda: [a.name for a in attacks()])
+"""Every registered attack, as registered when read: what ``attacks`` may name."""
+ATTACKS = NamesView(lambda: [a.name for a in attacks() if a.in_grid])
+"""The attacks run by default."""
+REMOTE_ATTACKS = NamesView(lambda: [a.name for a in attacks("remote")])
+"""Attacks by remote nodes, which the runner screens."""
+ATTACK_ENV = TableView(lambda: {a.name: a.experiment_env for a in attacks()
+                                if a.experiment_env})
 """Env settings an attack's runs add (see the module docstring)."""
 CLEAN = "clean"  #: the attack label of the swarm without adversaries
 ABSENT = "absent"
@@ -101,7 +107,7 @@ class AttackConfig(SweepConfig):
     ``out/attack-quick``."""
 
     attacks: tuple[str, ...] = ATTACKS
-    """Attacks to run, of ``ATTACKS``."""
+    """Attacks to run, of ``ALL_ATTACKS`` (default: ``ATTACKS``)."""
     fractions: tuple[float, ...] | None = None
     """Fractions of adversarial nodes (None: 10, 30 and 50%; quick: 30%)."""
     ablation: bool | None = None
@@ -117,9 +123,10 @@ class AttackConfig(SweepConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        unknown = [a for a in self.attacks if a not in ATTACKS]
+        unknown = [a for a in self.attacks if a not in ALL_ATTACKS]
         if unknown or not self.attacks:
-            raise ValueError(f"attacks must be among {list(ATTACKS)}, got {list(self.attacks)}")
+            raise ValueError(f"attacks must be among {list(ALL_ATTACKS)}, got "
+                             f"{list(self.attacks)}")
         object.__setattr__(self, "attacks", tuple(dict.fromkeys(self.attacks)))
         fractions = tuple(sorted(set(self.fractions)))
         for f in (*fractions, self.ablation_fraction):
@@ -147,7 +154,7 @@ class AttackConfig(SweepConfig):
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "defenses": DEFENSES, "targets": TARGETS,
-                "attack_env": ATTACK_ENV}
+                "attack_env": dict(ATTACK_ENV)}
 
 
 @dataclass(frozen=True)
@@ -164,15 +171,27 @@ class RunSpec(RunSpecBase):
     def name(self) -> str:
         return f"{self.attack}_{round(self.fraction * 100)}_{self.defense}_seed{self.seed_index}"
 
+    def entry(self) -> Attack | None:
+        """The attack's registry entry (None for ``CLEAN`` and ``ABSENT``); a ``ValueError`` if
+        this process has not registered it (an attack of a module the worker processes do not
+        import: run it with ``jobs=1``)."""
+        return None if self.attack in (CLEAN, ABSENT) else REGISTRY.get(self.attack)
+
+    @property
+    def kind(self) -> str | None:
+        """The attack's kind (``sapo_env.attacks.KINDS``; None for ``CLEAN`` and ``ABSENT``)."""
+        entry = self.entry()
+        return entry and entry.kind
+
     @property
     def transport(self) -> bool:
         """Whether the attack forges packets (an env setting) rather than text (agents)."""
-        return self.attack in TRANSPORT_ATTACK_NAMES
+        return self.kind == "packet"
 
     @property
     def remote(self) -> bool:
         """Whether the adversaries are remote nodes the runner screens."""
-        return self.attack in REMOTE_ATTACKS
+        return self.kind == "remote"
 
     def adversaries(self) -> list[str]:
         """The adversarial nodes (for ``ABSENT``: the nodes left out)."""

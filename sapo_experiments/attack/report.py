@@ -24,7 +24,7 @@ from sapo_env.deprecation import renamed
 from sapo_env.extras import require
 from sapo_experiments.attack.config import (
     ABSENT,
-    ATTACKS,
+    ALL_ATTACKS,
     CLEAN,
     DEFENSES,
     REMOTE_ATTACKS,
@@ -113,7 +113,7 @@ def _pct(cell: ConditionResult | None) -> str:
 def format_markdown(cells: Sequence[ConditionResult], config: AttackConfig) -> str:
     at = {(c.attack, c.fraction, c.defense): c for c in cells}
     clean = at[(CLEAN, 0.0, "none")]
-    attacks = [a for a in ATTACKS if a in config.attacks]
+    attacks = [a for a in ALL_ATTACKS if a in config.attacks]
     lines = [
         f"Hostile nodes: {config.n_agents} simulated nodes, {config.rounds} rounds, the "
         f"paper's protocol (honest nodes at 4/4), mean ± 95% CI over {config.seeds} seeds. "
@@ -219,7 +219,7 @@ def plot_attacks(config: AttackConfig, cells: Sequence[ConditionResult], path: P
 
     at = {(c.attack, c.fraction, c.defense): c for c in cells}
     fractions = [0.0, *config.fractions]
-    attacks = [a for a in ATTACKS if a in config.attacks]
+    attacks = [a for a in ALL_ATTACKS if a in config.attacks]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     axes[1].sharey(axes[0])
     for ax, defense in zip(axes[:2], ("none", "all")):

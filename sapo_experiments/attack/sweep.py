@@ -49,8 +49,6 @@ def compute(spec: RunSpec) -> RunFile:
     whose scoring ran out of time or budget, the remote nodes' actions the runner refused, and
     each round's wall time."""
     import sapo_env.runtime
-    from agents.hostile.adversarial import adversarial_swarm
-    from agents.hostile.remote_junk import remote_junk_swarm
     from agents.sim.injection import carries
     from agents.sim.simulated import simulated_swarm
 
@@ -61,21 +59,20 @@ def compute(spec: RunSpec) -> RunFile:
     if spec.attack == ABSENT:  # the honest nodes alone
         names, bad = honest, []
     switches = DEFENSES[spec.defense]
-    riders = bad if spec.attack == "free_rider" else []
+    entry = spec.entry()
+    start_j = entry.experiment_j if entry and entry.experiment_j is not None else HONEST_J
     env = sapo_env.parallel_env(
         n=len(names), max_rounds=c.rounds,
-        num_external={a: 8 if a in riders else HONEST_J for a in names},
+        num_external={a: start_j if a in bad else HONEST_J for a in names},
         adversaries={a: spec.attack for a in bad} if spec.transport else None,
         **{k: v for k, v in switches.items() if k not in LEARNER_SWITCHES},
         **ATTACK_ENV.get(spec.attack, {}))
     env_seed, agent_seed = seeds_of(c.base_seed, spec.seed_index)
     agents = simulated_swarm(names, seed=agent_seed, num_external=HONEST_J,
                              **{k: v for k, v in switches.items() if k in LEARNER_SWITCHES})
-    if bad and spec.remote:
-        agents = remote_junk_swarm(agents, nodes=bad)
-    elif bad and not spec.transport:
-        agents = adversarial_swarm(agents, spec.attack, nodes=bad,
-                                   seed=attack_seed(c.base_seed, spec.seed_index))
+    if bad and entry and entry.swarm is not None:  # a text or remote attack
+        agents = entry.swarm(agents, spec.attack, bad,
+                             attack_seed(c.base_seed, spec.seed_index))
     injected, rejected, hostile, stalled, refused, seconds = [], [], [], [], [], []
     clock = [time.perf_counter()]
 

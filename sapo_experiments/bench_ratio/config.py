@@ -28,6 +28,7 @@ from sapo_experiments.bench_ratio.policies import (
     POLICIES,
     TUNING_GRID,
     file_label,
+    needs_model,
     policy_label,
     policy_source_digest,
     spec_of,
@@ -119,19 +120,20 @@ class BenchConfig(SweepConfig):
         labels = []
         for policy in self.policies:
             if policy == "all":
-                labels += [p for p in POLICIES if p != "ppo" or self.sb3_model is not None]
+                labels += [p for p in POLICIES if not needs_model(p) or self.sb3_model is not None]
             else:
                 labels.append(policy_label(policy))
+        if self.sb3_model is not None:  # the policies played from a trained model
+            labels += [p for p in POLICIES if needs_model(p)]
         policies = tuple(dict.fromkeys(labels))
-        if self.sb3_model is not None and "ppo" not in policies:
-            policies += ("ppo",)
         if not policies:
             raise ValueError("policies is empty")
         for label in policies:
             spec_of(label)  # a clear error for an unknown label or a path that does not import
-        if "ppo" in policies and self.sb3_model is None:
-            raise ValueError("policies include 'ppo' but sb3_model is None: give the path of "
-                             "a trained model (examples/train_meta_agent.py saves one)")
+            if needs_model(label) and self.sb3_model is None:
+                raise ValueError(f"policies include {label!r} but sb3_model is None: give the "
+                                 "path of a trained model (examples/train_meta_agent.py saves "
+                                 "one)")
         if self.sb3_model is not None and not Path(self.sb3_model).exists():
             raise ValueError(f"sb3_model {self.sb3_model!r} does not exist")
         object.__setattr__(self, "policies", policies)
@@ -229,7 +231,7 @@ class RunSpec(RunSpecBase):
     def key(self) -> str:
         c = self.config
         model = None
-        if self.policy == "ppo":
+        if needs_model(self.policy):
             model = hashlib.sha256(Path(c.sb3_model).read_bytes()).hexdigest()[:16]
         # held-out evaluation enters the key only where there is one: the sim track's keys
         # stay those of its committed runs

@@ -2,9 +2,11 @@
 
 A ratio policy is named by a label:
 
-- a built-in one (``POLICIES``): the rules and bandits of ``agents.ratio``, built with the
-  settings their tuning chose (``TUNING_GRID``, :mod:`sapo_experiments.bench_ratio.tuning`);
-- ``fixed-J`` for any J in [0, 8];
+- a built-in one (``POLICIES``): every policy of the registry (:mod:`agents.ratio.registry`)
+  by its label (but ``FixedRatio`` and ``ScheduledRatio``, played by the two forms below),
+  built with the settings its tuning chose (``TUNING_GRID``, its entry's ``tuning``;
+  :mod:`sapo_experiments.bench_ratio.tuning`);
+- ``fixed-J`` for any J in [0, 8] (``FixedRatio``);
 - ``schedule-J1,J2,...,Jk``: J1 for the first k-th of the run, J2 for the next, ... (the
   oracle's form, :class:`agents.ratio.ScheduledRatio`);
 - the import path of your own, ``"mypkg.mod:MyPolicy"``: a class or function called as
@@ -14,7 +16,9 @@ A ratio policy is named by a label:
 Worker processes build every policy from its label, so a run is described by plain data; a
 policy class or function itself may be given too (``BenchConfig(policies=(MyPolicy,
 "fixed-4"))``): its import path is used, so it must be defined at the top level of an
-importable module.
+importable module. A policy registered (:func:`agents.ratio.registry.ratio_policy`) in a
+module outside the package has a label in the processes that import that module: with
+``jobs=1`` (no worker process), or entered by its import path.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agents.ratio.registry import GRID_ARMS, RatioPolicyEntry, ratio_policies
+from sapo_env.registry import NamesView, TableView
+
 if TYPE_CHECKING:
     from sapo_experiments.bench_ratio.config import BenchConfig
 
 ADAPTIVE_START_J = 4  #: round 0's J of an adaptive policy (its choices start with round 1)
 TRAIN_BUDGET = 8  #: I + J of every benchmark swarm (the paper's)
-FIXED_GRID = (0, 2, 4, 6, 7)
+FIXED_GRID = tuple(GRID_ARMS)
 """The fixed ratios the best fixed J is chosen from, and the J values of the oracle's phases
 (J = 8 answers nothing and earns 0, so it is never best)."""
 
@@ -85,91 +92,47 @@ def _schedule(phases: tuple[int, ...]) -> PolicySpec:
                       f" in {len(phases)} equal phases", phases[0], build, adaptive=False)
 
 
-def _built_in(label: str, description: str, make: Callable[..., Any]) -> PolicySpec:
+def _registered(entry: RatioPolicyEntry) -> PolicySpec:
     def build(seed, node, config, kwargs):
-        return make(seed, config, **{k: tuple(v) if isinstance(v, list) else v
-                                     for k, v in kwargs.items()})
+        if "path" in entry.needs and config.sb3_model is None:
+            raise ValueError(f"policy {entry.label!r} needs a trained model: pass sb3_model "
+                             "(--sb3-model), e.g. the one examples/train_meta_agent.py saves")
+        context = {"seed": seed, "max_rounds": config.rounds, "path": config.sb3_model}
+        return entry.make(**{n: context[n] for n in entry.needs},
+                          **{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in kwargs.items()})
 
-    return PolicySpec(label, description, ADAPTIVE_START_J, build)
-
-
-def _pool_quality(seed, config, **kwargs):
-    from agents.ratio import PoolQuality
-
-    return PoolQuality(**kwargs)
-
-
-def _learning_progress(seed, config, **kwargs):
-    from agents.ratio import LearningProgress
-
-    return LearningProgress(**kwargs)
+    return PolicySpec(entry.label, f"{entry.shown_as}: {entry.rule}", ADAPTIVE_START_J, build,
+                      adaptive=entry.kind != "fixed")
 
 
-def _ucb(seed, config, **kwargs):
-    from agents.ratio import DiscountedUCB
-
-    return DiscountedUCB(**kwargs)  # deterministic: no seed
-
-
-def _exp3(seed, config, **kwargs):
-    from agents.ratio import EXP3
-
-    return EXP3(seed=seed, **kwargs)
+LABEL_FORMS = ("fixed-J", "schedule-J1,J2,...")
+"""The registered labels that are forms, which ``spec_of`` parses: ``fixed-4``,
+``schedule-6,0``."""
 
 
-def _thompson(seed, config, **kwargs):
-    from agents.ratio import ThompsonSampling
-
-    return ThompsonSampling(seed=seed, **kwargs)
-
-
-def _linucb(seed, config, **kwargs):
-    from agents.ratio import LinUCBRatio
-
-    return LinUCBRatio(**kwargs)  # deterministic: no seed
+def _policies() -> dict[str, PolicySpec]:
+    return {**{f"fixed-{j}": _fixed(j) for j in FIXED_GRID},
+            **{e.label: _registered(e) for e in ratio_policies() if e.label not in LABEL_FORMS}}
 
 
-def _ppo(seed, config, **kwargs):
-    from agents.ratio import SB3Ratio
+POLICIES = TableView(_policies)
+"""Every built-in policy by label, as registered when read: the fixed grid's, then the
+registry's (but the ``LABEL_FORMS``)."""
+ADAPTIVE = NamesView(lambda: [e.label for e in ratio_policies() if e.tuning])
+"""The built-in adaptive policies that are tuned and benchmarked by default: those registered
+with a tuning."""
+DEFAULT_POLICIES = NamesView(lambda: [f"fixed-{j}" for j in FIXED_GRID] + list(ADAPTIVE))
+TUNING_GRID = TableView(lambda: {e.label: list(e.tuning) for e in ratio_policies() if e.tuning})
+"""The tuning budget: four settings per built-in adaptive policy (its entry's ``tuning``), the
+first its defaults, the same number for each; the one with the highest mean gain over the best
+fixed ratio on the training seeds of the default scenarios is kept
+(:mod:`sapo_experiments.bench_ratio.tuning`)."""
 
-    if config.sb3_model is None:
-        raise ValueError("policy 'ppo' needs a trained model: pass sb3_model (--sb3-model), "
-                         "e.g. the one examples/train_meta_agent.py saves")
-    return SB3Ratio.load(config.sb3_model, max_rounds=config.rounds)
 
-
-POLICIES: dict[str, PolicySpec] = {p.label: p for p in [
-    *(_fixed(j) for j in FIXED_GRID),
-    _built_in("pool-quality", "PoolQuality: more J while the pool beats your reward",
-              _pool_quality),
-    _built_in("learning-progress", "LearningProgress: rl-swarm's 10-round window rule on J",
-              _learning_progress),
-    _built_in("discounted-ucb", "DiscountedUCB over J", _ucb),
-    _built_in("exp3", "EXP3 over J", _exp3),
-    _built_in("thompson", "discounted Thompson sampling over J", _thompson),
-    _built_in("linucb", "LinUCBRatio: a contextual bandit on the pool's size and reward, own "
-              "reward and trend", _linucb),
-    _built_in("ppo", "SB3Ratio: PPO trained on the meta env (needs --sb3-model)", _ppo),
-]}
-ADAPTIVE = ("pool-quality", "learning-progress", "discounted-ucb", "exp3", "thompson", "linucb")
-"""The built-in adaptive policies that are tuned and benchmarked by default."""
-DEFAULT_POLICIES = tuple(f"fixed-{j}" for j in FIXED_GRID) + ADAPTIVE
-
-_ARMS = [0, 2, 4, 6, 7]  # the fixed grid's J values, as arms
-TUNING_GRID: dict[str, list[dict[str, Any]]] = {
-    "pool-quality": [{}, {"margin": 0.0}, {"margin": 0.1}, {"window": 30}],
-    "learning-progress": [{}, {"threshold": 0.02}, {"threshold": 0.1},
-                          {"window": 20, "check_every": 10}],
-    "discounted-ucb": [{}, {"arms": _ARMS}, {"arms": _ARMS, "gamma": 0.95},
-                       {"arms": _ARMS, "gamma": 0.999}],
-    "exp3": [{}, {"arms": _ARMS}, {"payoff": "progress"}, {"arms": _ARMS, "payoff": "progress"}],
-    "thompson": [{}, {"arms": _ARMS}, {"arms": _ARMS, "gamma": 0.95},
-                 {"arms": _ARMS, "gamma": 0.999}],
-    "linucb": [{}, {"arms": _ARMS}, {"arms": _ARMS, "alpha": 0.1}, {"arms": _ARMS, "alpha": 1.0}],
-}
-"""The tuning budget: four settings per built-in adaptive policy, the first its defaults, the
-same number for each; the one with the highest mean gain over the best fixed ratio on the
-training seeds of the default scenarios is kept (:mod:`sapo_experiments.bench_ratio.tuning`)."""
+def needs_model(label: str) -> bool:
+    """Whether the built-in policy ``label`` is built from a trained model (``sb3_model``)."""
+    return any(e.label == label and "path" in e.needs for e in ratio_policies())
 
 
 def spec_of(label: str) -> PolicySpec:

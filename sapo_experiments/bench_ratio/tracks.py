@@ -99,7 +99,7 @@ class Track:
         """The policies played when none are given."""
         if quick and self.quick_policies is not None:
             return self.quick_policies
-        return tuple(f"fixed-{j}" for j in self.fixed_grid) + ADAPTIVE
+        return tuple(f"fixed-{j}" for j in self.fixed_grid) + tuple(ADAPTIVE)
 
 
 TRACKS: dict[str, Track] = {t.name: t for t in [
