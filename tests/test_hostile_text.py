@@ -33,12 +33,13 @@ HOSTILE = [
     "-" + "9" * 300, "1e999999999", "-1e-999999999", "9**9**9**9", "(2*x)**10**10",
     "1/" + "9" * 5000,
     "0x" + "f" * 3000, "[[" + "0, " * 30_000 + "]]", "\x00" * 1000, "a\x00b",
-    "\ud800", "\udfff\ud800x", "\u202e\u200b\ufeff", " " * DEEP, "<answer>" * 20_000,
+    "\u202e\u200b\ufeff", " " * DEEP, "<answer>" * 20_000,
     "</answer>" * 1000, "<answer>" + "x" * DEEP + "</answer>", CODE, f"[{CODE}]",
     f"[[{CODE}, 1]]", f"(lambda: {CODE})()", "().__class__.__base__.__subclasses__()",
     "\\frac{" + "9" * 1000 + "}{7}", "NaN", "sNaN", "-Infinity", "",
     "[" * 5000 + "]" * 5000, "¬" * 8000 + "P", "9" * 3000,  # over max_answer_chars only
 ]
+LONE_SURROGATES = ["\ud800", "\udfff\ud800x", "<answer>\udc80</answer>"]  # input errors
 REF = "{REF}"  # replaced by the question's reference answer when the action is built
 SETTINGS = {"default": {}, "everything_scored": {
     "max_completion_chars": 300_000, "max_answer_chars": 300_000, "score_time_limit": 0.02}}
@@ -48,7 +49,7 @@ ENVS = {(spec.name, name): sapo_env.parallel_env(
 EXAMPLES = {"default": 150, "everything_scored": 80}  # 9 x 230 = 2070 examples
 
 texts = st.one_of(
-    st.text(st.characters(exclude_categories=()), max_size=40),  # surrogates included
+    st.text(max_size=40),  # any valid text (a lone surrogate is an input error: FAULTS)
     st.sampled_from(HOSTILE),
     st.just(REF),
     st.integers(-10**30, 10**30).map(str),
@@ -114,8 +115,10 @@ FAULTS = {
         share=[data.draw(st.sampled_from([2, -1, "1", None, 0.5]))] * len(
             actions[node]["completions"])),
     "unknown field": lambda actions, node, data, config: actions[node].update(temperature=1.0),
-    "action not a dict": lambda actions, node, data, config: actions.update(
-        {node: data.draw(st.sampled_from(["hello", None, [], 3]))}),
+    "a completion not valid Unicode": lambda actions, node, data, config: _replace_text(
+        actions, node, data, data.draw(st.sampled_from(LONE_SURROGATES))),
+    "action not a dict": lambda actions, node, data, config: actions.update(  # None: offline
+        {node: data.draw(st.sampled_from(["hello", [], 3]))}),
     "missing node": lambda actions, node, data, config: actions.pop(node),
     "unknown node": lambda actions, node, data, config: actions.update(node_7=actions[node]),
 }
