@@ -30,14 +30,12 @@ verdict. The 200-round sweep in records/tiny-reproduce/ (3 seeds) decides both: 
 8/0 and the control at 1.10x; others' text is off the receiving node's policy, so its gradients
 are larger and the norm clip binds more often.
 
-Time at the defaults, warm starts cached, on a 2-core AMD EPYC running other work (load 4-12):
-381 s wall, 230 s CPU with the default ``--jobs 3`` (each run in a process of its own); 646 s
-wall, 221 s CPU one run after another (``--jobs 1``). A run uses one core, so on an idle machine
-its wall time is about its CPU time: 62 s (8/0), 63 s (4/4) and 95 s (the control, which
-generates twice as much) here, and with three free cores the story takes about as long as the
-control. The first run also warm-starts the two specialists, both at once, cached in
-``~/.cache/sapo-env`` (the same two as ``make demo``'s): 178 s of CPU for the two, 119 s for the
-slower (docs/reproducing.md, "The demo"). Needs torch and transformers:
+A run uses one core. With the default ``--jobs 3`` each setting runs in a process of its own,
+so with three free cores the story takes about as long as its slowest run, the control (which
+generates twice as much); ``--jobs 1`` runs them one after another. The first run also
+warm-starts the two specialists, both at once, cached in ``~/.cache/sapo-env`` (the same two as
+``make demo``'s). Measured times at the defaults, of the runs and of the warm starts:
+examples/classroom/README.md, "Measured at the defaults". Needs torch and transformers:
 ``pip install 'sapo-env[lm]'``.
 
 Run:  python examples/classroom/02_isolation_vs_sharing.py [--rounds 40] [--seeds 1]
