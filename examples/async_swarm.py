@@ -22,12 +22,12 @@ speed can miss a tight deadline too: its act waits behind its update in its acto
 Asynchronous runs depend on timing, so they are not reproducible bit for bit, and neither is
 any time measure.
 
-    python examples/async_swarm.py                           # 3 seeds x 1000 rounds (40 min wall)
-    python examples/async_swarm.py --rounds 100 --seeds 1    # 167 s wall at load 1.4-5.9
-    python examples/async_swarm.py --write records/async        # the table, figure and numbers
+    python examples/async_swarm.py                           # 3 seeds x 1000 rounds
+    python examples/async_swarm.py --rounds 100 --seeds 1    # a short run
+    python examples/async_swarm.py --write records/async     # the table, figure and numbers
 
-(Wall times on a 2-core machine; the full run's CPU time was not recorded, and the short run's
-47 s of CPU may miss Ray's worker processes.)
+Measured times: docs/ray.md, "Asynchronous rounds and dead nodes" (the full run) and
+BENCHMARKS.md, "Commands as a user runs them" (the short one).
 """
 
 from __future__ import annotations

@@ -15,11 +15,12 @@ newcomers learn in a swarm that has already learned: their mean reward over thei
 ``--window`` rounds against the founders' over their own first ``--window`` rounds (when the
 swarm started from scratch). Mean and 95% CI over seeds.
 
-    python examples/churn.py                         # 3 seeds x 2000 rounds (7.5 min wall)
-    python examples/churn.py --rounds 200 --seeds 1  # 15 s wall, 15 s CPU at load 1.7
-    python examples/churn.py --write records/churn      # the table, figure and numbers
+    python examples/churn.py                         # 3 seeds x 2000 rounds
+    python examples/churn.py --rounds 200 --seeds 1  # a short run
+    python examples/churn.py --write records/churn   # the table, figure and numbers
 
-(Times on a 2-core machine; the full run's CPU time was not recorded.)
+Measured times: docs/environment.md, "Churn: nodes that drop out, leave and join" (the full run)
+and BENCHMARKS.md, "Commands as a user runs them" (the short one).
 
 The env's churn semantics: ``sapo_env.churn``; the node that comes and goes:
 ``agents.wrappers.churning.ChurningAgent``; late joiners: ``SwarmConfig.join_rounds``.

@@ -9,12 +9,13 @@ use (share of completions with a well-formed <answer>...</answer>), its strict r
 required) and its lenient accuracy (answer read without the tag: arithmetic, not format).
 
     python examples/format_propagation.py                  # demonstrator, 30 rounds
-    python examples/format_propagation.py --rounds 3       # 104 s wall, 182 s CPU at load 1.9
+    python examples/format_propagation.py --rounds 3       # a short run
     python examples/format_propagation.py --condition isolated
     python examples/format_propagation.py --condition demonstrator-leaves --rounds 40
 
 The full experiment (four conditions, two seeds, a table, a figure, TensorBoard) is
 ``sapo-env format-propagation``; this script is one of its runs, without the bookkeeping.
+Measured time of the short run: BENCHMARKS.md, "Commands as a user runs them".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A swarm of language-model nodes learning by sharing their rollouts as text.
 
-Default (offline, a laptop CPU; ``--rounds 2`` took 119 s wall, 222 s CPU at load 1.9 on 2
-cores, the default is 10 rounds): two SmolLM2-135M-Instruct nodes on one shared
+Default (offline, a laptop CPU, 10 rounds; the measured time of ``--rounds 2`` is in
+docs/language-models.md, "The example"): two SmolLM2-135M-Instruct nodes on one shared
 base (a LoRA swarm: one adapter and one optimizer each, one generate call for both) plus a
 DemonstratorAgent that always answers inside <answer> tags. Easy arithmetic (basic_arithmetic,
 2 terms of 1 digit), lenient answer extraction, a training set of I+J=4 groups with J=2 from

@@ -12,15 +12,15 @@ malformed answers; docs/served.md).
 
 What it shows at its defaults (10 rounds, seed 0, lenient answers): SmolLM2 earns little
 (0.34 cumulative reward over 10 rounds, 0.00-0.08 a round) but partial credit makes some of its
-groups informative, and the tiny nodes trained on 53 of them. Time: 214 s wall, 129 s of CPU
-on a 2-core AMD EPYC at load 5.3-5.9 (warm starts cached; the server on 1 thread).
+groups informative, and the tiny nodes trained on 53 of them. Measured time at the defaults:
+docs/served.md, "Adding a served model to a swarm".
 
 Any other server works unchanged: ``--base-url http://HOST:8000/v1 --model NAME`` (vLLM,
 sglang, Ollama, a hosted endpoint; the key from ``OPENAI_API_KEY``) skips the local server.
 
 Needs the lm extra (torch, transformers), the served extra (httpx2) and llama-cpp-python's
-server: ``make .venv/.served``. The first run warm-starts the two specialists (about 4
-minutes, cached in ``~/.cache/sapo-env``).
+server: ``make .venv/.served``. The first run warm-starts the two specialists (minutes, once:
+cached in ``~/.cache/sapo-env``; docs/reproducing.md, "The demo", for the measured time).
 
 Run:  python examples/served_swarm.py [--rounds 10] [--max-tokens 32] [--base-url URL --model M]
 """

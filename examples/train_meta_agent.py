@@ -15,12 +15,12 @@ Steps, top to bottom:
        against swarms at fixed J (``FixedRatio``), with ``sapo_env.runtime.run``.
 
 Run:
-    python examples/train_meta_agent.py              # 96,000 timesteps (not timed)
-    python examples/train_meta_agent.py --timesteps 9600   # 104 s wall, 103 s CPU
-    python examples/train_meta_agent.py --quick      # a smoke test: 15 s wall, 14 s CPU
+    python examples/train_meta_agent.py              # 96,000 timesteps
+    python examples/train_meta_agent.py --timesteps 9600   # a tenth of that
+    python examples/train_meta_agent.py --quick      # a smoke test
     tensorboard --logdir runs/meta/tensorboard
 
-(Times on 2 cores at load 1.5.)
+Measured times (the default was not timed): BENCHMARKS.md, "Commands as a user runs them".
 
 Needs the ``meta`` extra: ``pip install 'sapo-env[meta]'`` (stable-baselines3, SuperSuit,
 TensorBoard).

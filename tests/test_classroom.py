@@ -1,5 +1,7 @@
 """The classroom stories (examples/classroom/): what their docs say about the defaults is what
-the scripts measured, a missing extra answers in one line, and each command line runs.
+the scripts measured (story 2's runs: the README's table, from which the sentence its docstring
+and the README quote is computed), a missing extra answers in one line, and each command line
+runs.
 
 The stories themselves run as notebooks in tests/test_notebooks.py (01, 03 and 04 at their
 defaults, whose verdicts the docs quote; 02 at a tiny budget); the checks here run in this
@@ -8,6 +10,7 @@ process and take seconds.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -57,11 +60,39 @@ def test_the_notebooks_output_folder_is_ignored_by_git():
     assert ignored.returncode == 0, f"git does not ignore {written.relative_to(ROOT)}"
 
 
+def measured_at_defaults(readme: str) -> dict[str, dict[str, float]]:
+    """Script 2's runs at its defaults, from the README's table after "**What script 2
+    printed**": the run's other cells -> setting -> the cumulative reward it printed."""
+    lesson = story("02_isolation_vs_sharing")
+    settings = {"8/0": lesson.ISOLATED, "control": lesson.CONTROL, "4/4": lesson.SHARING}
+    lines = readme.split("**What script 2 printed**", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:])]
+    header, runs = rows[0], rows[2:]
+    assert set(settings) <= set(header), f"the table's columns are {header}"
+    return {" | ".join(cell for name, cell in zip(header, run) if name not in settings):
+            {settings[name]: float(cell) for name, cell in zip(header, run) if name in settings}
+            for run in runs}
+
+
 def test_the_docs_quote_what_script_02_printed_at_its_defaults():
     lesson = story("02_isolation_vs_sharing")
-    claim = flat(lesson.claim_at_defaults())
+    readme = README.read_text()
+    measured = measured_at_defaults(readme)
+    assert len(measured) == 3, f"the README's table of script 2 holds {len(measured)} runs"
+    claim = flat(lesson.claim_at_defaults(measured))
     assert claim in flat(lesson.__doc__), "the docstring of 02 no longer matches its measurements"
-    assert claim in flat(README.read_text()), "the README no longer matches 02's measurements"
+    assert claim in flat(readme), "the README no longer matches 02's measurements"
+
+
+def test_a_changed_reward_in_the_readme_table_no_longer_matches_the_quoted_claim():
+    lesson = story("02_isolation_vs_sharing")
+    readme = README.read_text()
+    changed = readme.replace("| 8.47 |", "| 8.57 |")
+    assert changed != readme
+    claim = flat(lesson.claim_at_defaults(measured_at_defaults(changed)))
+    assert claim not in flat(lesson.__doc__) and claim not in flat(readme)
 
 
 def test_the_claim_of_script_02_follows_its_numbers():

@@ -3,8 +3,11 @@ the tests (the history is in CHANGELOG.md and the commits, the figures in BENCHM
 method comes from in docs/provenance.md).
 
 Every docstring (a string standing alone as a statement: module, class, function and attribute
-docstrings) and every comment of ``sapo_env``, ``agents``, ``sapo_experiments``, ``benchmarks``
-and ``tests`` is read; string values the code uses (a test's data, a regex) are not.
+docstrings) and every comment of ``sapo_env``, ``agents``, ``sapo_experiments``, ``benchmarks``,
+``examples`` and ``tests`` is read, and so is each code cell of a notebook (its IPython magics
+left out); string values the code uses (a test's data, a regex) are not, nor a notebook's
+markdown cells and outputs, which are documentation (the examples' measured times are in their
+READMEs and docs/).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import io
+import json
 import re
 import tokenize
 from pathlib import Path
@@ -19,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("sapo_env", "agents", "sapo_experiments", "benchmarks", "tests")
+PACKAGES = ("sapo_env", "agents", "sapo_experiments", "benchmarks", "examples", "tests")
 MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
           "December")
 NOTES = {
@@ -50,12 +54,30 @@ def notes_in(source: str) -> list[tuple[int, str, str]]:
             for what, pattern in NOTES.items() if pattern.search(text)]
 
 
+def code_cells(notebook: str) -> list[str]:
+    """The source of each code cell of a notebook (its JSON text), with every line of an IPython
+    magic or shell escape (``%``, ``!``) made blank, so that the cell parses as Python."""
+    return ["".join("\n" if line.lstrip().startswith(("%", "!")) else line
+                    for line in "".join(cell["source"]).splitlines(keepends=True))
+            for cell in json.loads(notebook)["cells"] if cell["cell_type"] == "code"]
+
+
+def sources(path: Path) -> list[tuple[str, str]]:
+    """(where, source) of the Python in ``path``: the module, or each code cell of a notebook."""
+    where = str(path.relative_to(ROOT))
+    if path.suffix == ".ipynb":
+        return [(f"{where}, code cell {i}", code)
+                for i, code in enumerate(code_cells(path.read_text()), 1)]
+    return [(where, path.read_text())]
+
+
 @functools.cache
 def notes_in_the_code() -> tuple[tuple[str, int, str, str], ...]:
-    """(path, line, what, text) of every note in the packages' modules."""
-    paths = sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
-    return tuple((str(p.relative_to(ROOT)), *note) for p in paths
-                 for note in notes_in(p.read_text()))
+    """(path, line, what, text) of every note in the packages' modules and notebooks."""
+    paths = sorted(p for package in PACKAGES for pattern in ("*.py", "*.ipynb")
+                   for p in (ROOT / package).rglob(pattern))
+    return tuple((where, *note) for p in paths for where, source in sources(p)
+                 for note in notes_in(source))
 
 
 def test_no_docstring_or_comment_holds_an_issue_number_a_date_or_a_machine():
@@ -93,3 +115,15 @@ def f():
     """Element #0 of each row; 12 cores' worth of work; rounds 20-40."""
 '''
     assert notes_in(source) == []
+
+
+def test_the_scan_reads_a_notebooks_code_cells_and_not_its_markdown():
+    notebook = json.dumps({"cells": [
+        {"cell_type": "markdown", "source": ["Took 40 s on this VM, 2026-12-05."]},
+        {"cell_type": "code", "source": ["%matplotlib inline\n", "x = 1  # 40 s on this VM\n"],
+         "outputs": [{"text": "2026-12-05"}]},
+        {"cell_type": "code", "source": ["!pip install sapo-env\n", "y = 2\n"]},
+    ]})
+    cells = code_cells(notebook)
+    assert cells == ["\nx = 1  # 40 s on this VM\n", "\ny = 2\n"]
+    assert [notes_in(cell) for cell in cells] == [[(2, "a machine", "40 s on this VM")], []]

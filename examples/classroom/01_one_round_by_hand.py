@@ -13,7 +13,7 @@ Verdict: 4 of the round's 6 groups had zero advantage (3 of them others', filter
 node_0's pool); node_0 trains on 2 own and 1 external groups, and its probability of writing
 answer tags went 0.285 -> 0.287.
 
-Time at the defaults: 9 s wall, 2 s CPU on a 2-core AMD EPYC at load 10.
+Measured times at the defaults: examples/classroom/README.md, "Measured at the defaults".
 
 Run:  python examples/classroom/01_one_round_by_hand.py [--seed 0]
       [--out out/classroom/one_round.png]

@@ -15,29 +15,27 @@ numbers: how far sharing and filtering alone each moved the reward, and whether 
 Saves ``isolation_vs_sharing.png``: the swarm's reward, moving average, with the min/max band
 over nodes (the paper's Figure 2), under the first seed.
 
-What its defaults (40 rounds, seed 0) printed in three runs on two 2-core machines
-(``MEASURED_AT_DEFAULTS`` below): 8/0 7.97-8.06, the control 8.16-8.47, 4/4 7.29-7.46; 4/4 minus
-8/0 from -0.77 to -0.51, the control minus 8/0 from +0.19 to +0.41 (37%-53% of sharing's
-difference in size). 4/4 was below 8/0 in every run, the control above 8/0 in every run;
-filtering alone is not negligible next to the sharing effect. So sharing cost these learners
-reward here, the opposite of the paper's +94%, but one seed at 40 rounds decides little: the
-control, which differs from 8/0 only by filtering (and twice the questions), moved the reward a
-third to a half as far, the other way. The numbers differ between machines (float rounding flips
-a sampled token now and then, and the runs part from there), not with ``--jobs``: a run prints
-the same whatever ran before it in its process (tests/test_run_independence.py), and on one
-machine ``--jobs 1`` and ``--jobs 3`` printed the same three numbers. The script prints its own
-verdict. The 200-round sweep in records/tiny-reproduce/ (3 seeds) decides both: 4/4 at 0.93x of
-8/0 and the control at 1.10x; others' text is off the receiving node's policy, so its gradients
-are larger and the norm clip binds more often.
+What its defaults (40 rounds, seed 0) printed in three runs on two machines (the table in
+examples/classroom/README.md, "Measured at the defaults"): 8/0 7.97-8.06, the control 8.16-8.47,
+4/4 7.29-7.46; 4/4 minus 8/0 from -0.77 to -0.51, the control minus 8/0 from +0.19 to +0.41
+(37%-53% of sharing's difference in size). 4/4 was below 8/0 in every run, the control above 8/0
+in every run; filtering alone is not negligible next to the sharing effect. So sharing cost
+these learners reward here, the opposite of the paper's +94%, but one seed at 40 rounds decides
+little: the control, which differs from 8/0 only by filtering (and twice the questions), moved
+the reward a third to a half as far, the other way. The numbers differ between machines (float
+rounding flips a sampled token now and then, and the runs part from there), not with ``--jobs``:
+a run prints the same whatever ran before it in its process (tests/test_run_independence.py),
+and on one machine ``--jobs 1`` and ``--jobs 3`` printed the same three numbers. The script
+prints its own verdict. The 200-round sweep in records/tiny-reproduce/ (3 seeds) decides both:
+4/4 at 0.93x of 8/0 and the control at 1.10x; others' text is off the receiving node's policy,
+so its gradients are larger and the norm clip binds more often.
 
-Time at the defaults, warm starts cached, on a 2-core AMD EPYC running other work (load 4-12):
-381 s wall, 230 s CPU with the default ``--jobs 3`` (each run in a process of its own); 646 s
-wall, 221 s CPU one run after another (``--jobs 1``). A run uses one core, so on an idle machine
-its wall time is about its CPU time: 62 s (8/0), 63 s (4/4) and 95 s (the control, which
-generates twice as much) here, and with three free cores the story takes about as long as the
-control. The first run also warm-starts the two specialists, both at once, cached in
-``~/.cache/sapo-env`` (the same two as ``make demo``'s): 178 s of CPU for the two, 119 s for the
-slower (docs/reproducing.md, "The demo"). Needs torch and transformers:
+A run uses one core. With the default ``--jobs 3`` each setting runs in a process of its own,
+so with three free cores the story takes about as long as its slowest run, the control (which
+generates twice as much); ``--jobs 1`` runs them one after another. The first run also
+warm-starts the two specialists, both at once, cached in ``~/.cache/sapo-env`` (the same two as
+``make demo``'s). Measured times at the defaults, of the runs and of the warm starts:
+examples/classroom/README.md, "Measured at the defaults". Needs torch and transformers:
 ``pip install 'sapo-env[lm]'``.
 
 Run:  python examples/classroom/02_isolation_vs_sharing.py [--rounds 40] [--seeds 1]
@@ -73,15 +71,6 @@ SETTINGS = {  # label: (J, SwarmConfig overrides)
     SHARING: (4, {}),
 }
 
-MEASURED_AT_DEFAULTS = {  # cumulative rewards this script printed at its defaults
-    "2-core AMD EPYC, --jobs 1 (one process), load 5-8, 2026-12-05, at f71da3c":
-        {ISOLATED: 7.97, CONTROL: 8.16, SHARING: 7.46},
-    "2-core AMD EPYC, --jobs 3 (a process a run), load 5-12, 2026-12-05":
-        {ISOLATED: 7.97, CONTROL: 8.16, SHARING: 7.46},
-    "2-core Xeon, sapo-env 0.6.0 (one process), load 2-5, a newcomer's fresh clone":
-        {ISOLATED: 8.06, CONTROL: 8.47, SHARING: 7.29},
-}
-"""What the docstring and README quote (tests/test_classroom.py checks that they agree)."""
 NEGLIGIBLE = 0.25
 """Filtering alone is called negligible when it moved the reward by less than this fraction of
 sharing's move."""
@@ -185,8 +174,11 @@ def verdict(earned: dict[str, list[float]]) -> list[str]:
     return lines + [line]
 
 
-def claim_at_defaults(measured: dict[str, dict[str, float]] = MEASURED_AT_DEFAULTS) -> str:
-    """The sentence the docstring and README give for the defaults, from ``measured``."""
+def claim_at_defaults(measured: dict[str, dict[str, float]]) -> str:
+    """The sentence the docstring and README give for the defaults, from ``measured``: run ->
+    setting -> the cumulative reward the script printed at its defaults (the runs are the table
+    "Measured at the defaults" of examples/classroom/README.md; tests/test_classroom.py checks
+    that the two quote this sentence)."""
     def span(values, signed=False) -> str:
         low, high = min(values), max(values)
         return f"from {low:+.2f} to {high:+.2f}" if signed else f"{low:.2f}-{high:.2f}"

@@ -20,7 +20,7 @@ using "verify", without and with sharing. At the defaults (300 rounds, seed 0) i
 Verdict: in 300 rounds, used 'verify' more than half the time: with J=0, 0 of the 7 other
 nodes, node_0 never; with J=4, 7 of the 7 other nodes (rounds 28-37), node_0 never.
 
-Time at the defaults: 66 s wall, 14 s CPU on a 2-core AMD EPYC at load 11.
+Measured times at the defaults: examples/classroom/README.md, "Measured at the defaults".
 
 Run:  python examples/classroom/03_aha_spreads.py [--rounds 300] [--seed 0]
 """

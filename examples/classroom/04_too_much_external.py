@@ -27,7 +27,7 @@ through the gradient. On real learners (tiny transformers trained by GRPO, 200 r
 seeds in records/tiny-reproduce/lr3e-4/), 2/6 ends at 0.90x of 8/0, below isolated training;
 next to 4/4 (0.93x) the difference is inside the seeds' spread.
 
-Time at the defaults: 232 s wall, 52 s CPU on a 2-core AMD EPYC at load 10.
+Measured times at the defaults: examples/classroom/README.md, "Measured at the defaults".
 
 ``--stubborn K`` makes K nodes unable to learn (a learning rate 200 times smaller): weaker
 nodes whose answers the others keep reading, the first of the paper's explanations.
