@@ -101,9 +101,9 @@ QUICK = {"rounds": 8, "seeds": 2, "fractions": (0.3,), "ablation": False,
 class AttackConfig(SweepConfig):
     """Settings of the attack experiment (and ``SweepConfig``'s: ``out``, ``seeds``, ``rounds``,
     ``jobs``, ``ray``, ...). A field left at None takes ``FULL``'s value, or with
-    ``quick=True`` (a smoke test of 15 s wall, 28 s CPU with 2 jobs on 2 idle cores, too short to
-    conclude anything, as its table says) ``QUICK``'s: seeds per cell 3, quick 2 (paired across
-    cells); rounds per run 160, quick 8; output folder ``out/attack``, quick
+    ``quick=True`` (a smoke test of seconds, too short to conclude anything, as its table says;
+    its time: BENCHMARKS.md, "Figures the code cites") ``QUICK``'s: seeds per cell 3, quick 2
+    (paired across cells); rounds per run 160, quick 8; output folder ``out/attack``, quick
     ``out/attack-quick``."""
 
     attacks: tuple[str, ...] = ATTACKS
