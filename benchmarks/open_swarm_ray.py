@@ -201,15 +201,17 @@ def report_ray(r: dict, command: str) -> str:
     median = statistics.median
     cpu, wall, step, actors, live, played = (list(column) for column in zip(*r["rows"]))
     quarter = max(1, len(wall) // 4)
-    later = [m for m in r["memory"] if m[0] >= min(50, r["rounds"])]
+    since = min(50, r["rounds"])
+    later = [m for m in r["memory"] if m[0] >= since]
     ms = lambda values: f"{1e3 * median(values):.0f} ms"  # noqa: E731
     lines = [
         SUBSECTION, "",
         f"`{command}` on {datetime.date.today()}, {machine()}, load average "
         f"{r['load'][0]:.1f} at the start and {r['load'][1]:.1f} at the end. The same swarm and "
-        "churn as above, its nodes "
-        f"in {r['actors']} Ray actors of {r['nodes_per_actor']} nodes on a local Ray of "
-        f"{r['cpus']} CPUs (`benchmarks/open_swarm_ray.py`; same seeds, same rewards). The "
+        f"churn as in one process (every node offline with probability {r['offline']} a round, "
+        f"{r['leaves']} leaving, {r['joins']} joining late), its nodes in {r['actors']} Ray "
+        f"actors of {r['nodes_per_actor']} nodes on a local Ray of {r['cpus']} CPUs "
+        "(`benchmarks/open_swarm_ray.py`; the same seeds give the same rewards). The "
         "driver's CPU time (the env's step, timed around it, and Ray's calls), the actors' "
         "(their processes' utime + stime); memory: the driver's VmRSS and the actors' VmRSS "
         "and Pss summed (RSS counts their shared libraries once per actor; Ray's own "
@@ -228,13 +230,13 @@ def report_ray(r: dict, command: str) -> str:
         f"| the actors' CPU a round, median (all of them) | {ms(actors)} |",
         f"| first / last quarter of the rounds, median wall | {ms(wall[:quarter])} / "
         f"{ms(wall[-quarter:])} |",
-        f"| {r['rounds']} rounds: wall / driver CPU / actors' CPU | {sum(wall) / 60:.1f} / "
-        f"{sum(cpu) / 60:.1f} / {sum(actors) / 60:.1f} min |",
+        f"| {r['rounds']} rounds: wall / driver CPU / actors' CPU | "
+        f"{_total(sum(wall), sum(cpu), sum(actors))} |",
         f"| memory after reset: driver RSS / actors' RSS / actors' PSS | "
         f"{_mb(r['memory'][0][1:])} |",
         f"| memory at the end: driver RSS / actors' RSS / actors' PSS | "
         f"{_mb(r['memory'][-1][1:])} |",
-        f"| from round 50 on, max: driver RSS / actors' RSS / actors' PSS | "
+        f"| from round {since} on, max: driver RSS / actors' RSS / actors' PSS | "
         f"{_mb([max(m[k] for m in later) for k in (1, 2, 3)])} |",
         "",
         "| round | " + " | ".join(str(m[0]) for m in r["memory"]) + " |",
@@ -243,6 +245,13 @@ def report_ray(r: dict, command: str) -> str:
           for k, label in ((1, "driver RSS"), (2, "actors' RSS"), (3, "actors' PSS"))),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _total(*seconds: float) -> str:
+    """Seconds, or minutes from 2 minutes on."""
+    if max(seconds) < 120:
+        return " / ".join(f"{s:.0f}" for s in seconds) + " s"
+    return " / ".join(f"{s / 60:.1f}" for s in seconds) + " min"
 
 
 def _mb(values: Sequence[float]) -> str:
