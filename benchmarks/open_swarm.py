@@ -16,7 +16,12 @@ Per round: process CPU time and wall time, split into the env's step and the nod
 learn (``RoundRecord.act_cpu_seconds`` / ``learn_cpu_seconds``), and the live nodes; resident
 memory (VmRSS, /proc) every ``--every`` rounds. The garbage collector keeps Python's defaults.
 
-``--write`` replaces the "## Open swarm" section of BENCHMARKS.md with the results.
+``--write`` replaces the "## Open swarm" section of BENCHMARKS.md with the results (keeping its
+``###`` subsection of the Ray form).
+
+``--ray [--nodes-per-actor K] [--ray-cpus C]``: the same swarm with its nodes in Ray actors,
+``K`` to an actor, on a local Ray of ``C`` CPUs (``benchmarks/open_swarm_ray.py``); ``--write``
+then replaces only that subsection.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +46,12 @@ from agents.wrappers.churning import ChurningAgent
 SECTION = "## Open swarm"
 
 
-def rss_mb() -> float:
-    """This process's resident set size in MB (Linux /proc)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_mb(pid: int | str = "self") -> float:
+    """Process ``pid``'s resident set size in MB, this process's by default (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("VmRSS not found in /proc/self/status (this benchmark needs Linux)")
+    raise RuntimeError(f"VmRSS not found in /proc/{pid}/status (this benchmark needs Linux)")
 
 
 def churn_schedule(n: int, rounds: int, leave: float, join: float, seed: int = 0
@@ -61,8 +67,10 @@ def churn_schedule(n: int, rounds: int, leave: float, join: float, seed: int = 0
             {str(a): int(r) for a, r in zip(joining, when[len(leaving):])})
 
 
-def measure(n: int, rounds: int, offline: float, leave: float, join: float, every: int
-            ) -> dict:
+def measure(n: int, rounds: int, offline: float, leave: float, join: float, every: int,
+            on_round: Callable[[sapo_env.runtime.RoundRecord], None] | None = None) -> dict:
+    """The open swarm in one process: per round (CPU, wall, the nodes' act and learn CPU, live,
+    played), and (round, RSS) every ``every`` rounds; ``on_round`` sees each round's record."""
     leaves, joins = churn_schedule(n, rounds, leave, join)
     env = sapo_env.parallel_env(n=n, max_rounds=rounds, num_external=4, join_rounds=joins)
     learners = simulated_swarm(env.possible_agents, seed=0, num_external=4)
@@ -84,6 +92,8 @@ def measure(n: int, rounds: int, offline: float, leave: float, join: float, ever
         agents_cpu = sum(record.act_cpu_seconds.values()) + sum(
             record.learn_cpu_seconds.values())
         rows.append((cpu, wall, agents_cpu, live, len(record.rewards)))
+        if on_round is not None:
+            on_round(record)
         if t % every == 0 or t == rounds:
             memory.append((t, rss_mb()))
             print(f"round {t}: {1e3 * cpu:.0f} ms CPU, {live} live, {memory[-1][1]:.0f} MB",
@@ -146,13 +156,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--leave", type=float, default=0.1, help="share of nodes that leave")
     parser.add_argument("--join", type=float, default=0.1, help="share that joins late")
     parser.add_argument("--every", type=int, default=50, help="rounds between memory reads")
-    add_write_flag(parser)
+    parser.add_argument("--ray", action="store_true",
+                        help="the nodes in Ray actors (benchmarks/open_swarm_ray.py)")
+    parser.add_argument("--nodes-per-actor", type=int, default=None,
+                        help="with --ray: nodes packed in one actor (default: one actor a CPU)")
+    parser.add_argument("--ray-cpus", type=int, default=None,
+                        help="with --ray: CPUs of the local Ray (default: the machine's cores)")
+    add_write_flag(parser, also=" (--ray: its own subsection of the section)")
     args = parser.parse_args(argv)
-    result = measure(args.nodes, args.rounds, args.offline, args.leave, args.join, args.every)
     command = "python benchmarks/open_swarm.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
+    if args.ray:
+        from open_swarm_ray import measure_ray, report_ray
+
+        result = measure_ray(args.nodes, args.rounds, args.offline, args.leave, args.join,
+                             args.every, args.nodes_per_actor, args.ray_cpus)
+        publish(report_ray(result, command.strip()), args.write, within=SECTION)
+        return
+    result = measure(args.nodes, args.rounds, args.offline, args.leave, args.join, args.every)
     section = report(result, command.strip())
-    publish(section, args.write)
+    publish(section, args.write, keep_subsections=True)
 
 
 if __name__ == "__main__":

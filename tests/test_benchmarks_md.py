@@ -39,3 +39,32 @@ def test_thread_step_publishes_a_section_under_its_own_heading(benchmarks_path, 
     [(section, write)] = published
     assert write and section.startswith(thread_step.SECTION + "\n\n`python benchmarks/")
     assert "| 8 | worker thread | 2 | 1 | 0 | 2.00x |" in section
+
+
+def test_a_subsection_is_replaced_on_its_own_and_kept_when_its_section_is_rewritten(
+        benchmarks_path, tmp_path, capsys):
+    from benchmarks_md import publish
+
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("# Benchmarks\n\n## A\n\nlead\n\n### Other\n\nkept\n\n## B\n\nB's\n")
+    publish("### Two\n\nfirst\n", write=True, path=path, within="## A")
+    publish("### Two\n\nsecond\n", write=True, path=path, within="## A")
+    assert capsys.readouterr().out == "### Two\n\nfirst\n\n### Two\n\nsecond\n\n"
+    assert path.read_text() == ("# Benchmarks\n\n## A\n\nlead\n\n### Other\n\nkept\n\n"
+                                "### Two\n\nsecond\n\n## B\n\nB's\n")
+    publish("## A\n\nnew lead\n", write=True, path=path, keep_subsections=True)
+    assert path.read_text() == ("# Benchmarks\n\n## A\n\nnew lead\n\n### Other\n\nkept\n\n"
+                                "### Two\n\nsecond\n\n## B\n\nB's\n")
+    publish("## A\n\nalone\n", write=True, path=path)  # by default the section is all replaced
+    assert path.read_text() == "# Benchmarks\n\n## A\n\nalone\n\n## B\n\nB's\n"
+
+
+def test_a_subsection_of_a_missing_section_brings_its_section(benchmarks_path, tmp_path):
+    from benchmarks_md import write_subsection
+
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("# Benchmarks\n\n## B\n\nB's\n")
+    write_subsection("## A", "### Two\n\nfirst\n", path)
+    assert path.read_text() == "# Benchmarks\n\n## B\n\nB's\n\n## A\n\n### Two\n\nfirst\n"
+    with pytest.raises(ValueError, match="'### ' heading"):
+        write_subsection("## A", "Two\n", path)

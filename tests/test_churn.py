@@ -250,6 +250,20 @@ def test_churning_agent_checks_its_arguments_and_draws_offline_rounds_from_its_s
     assert rounds == [b.offline_in(r) for r in range(200)] and 70 < sum(rounds) < 130
 
 
+
+def test_churning_builds_the_wrapper_around_a_factorys_node_where_it_is_called():
+    from functools import partial
+
+    from agents.wrappers.churning import churning
+
+    seed = np.random.SeedSequence(3)
+    factory = pickle.loads(pickle.dumps(  # as an actor gets it
+        partial(churning, partial(DemonstratorAgent, seed=0), 0.5, 4, seed)))
+    node, here = factory(), ChurningAgent(DemonstratorAgent(seed=0), 0.5, 4, seed)
+    assert type(node) is ChurningAgent and type(node.inner) is DemonstratorAgent
+    assert [node.offline_in(r) for r in range(50)] == [here.offline_in(r) for r in range(50)]
+    assert node.act({"round": 4}) is LEAVE
+
 @pytest.mark.slow
 def test_the_churn_example_runs_and_writes_its_results(tmp_path):
     spec = importlib.util.spec_from_file_location("churn_example", ROOT / "examples" / "churn.py")

@@ -3,7 +3,8 @@
 - ``wrapper``: :class:`AgentWrapper`, the base: it learns through ``inner`` and its checkpoint
   state is ``inner``'s.
 - ``slow``: :class:`SlowAgent`, a slower machine (acting and learning take at least a time).
-- ``churning``: :class:`ChurningAgent`, a node that sits rounds out and leaves the swarm.
+- ``churning``: :class:`ChurningAgent`, a node that sits rounds out and leaves the swarm
+  (:func:`churning` builds it where a remote node is built).
 - ``remote``: :func:`remote` and :func:`remote_swarm`, nodes in Ray actors (the ``ray`` extra).
 
 Importing this folder loads none of its modules.

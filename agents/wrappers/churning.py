@@ -7,6 +7,12 @@ agent's choice.
 Whether a node is offline in a round is drawn from ``seed`` and the round alone, so a run is
 reproducible and a checkpoint needs only the inner node's state.
 
+A node in a Ray actor (``agents.wrappers.remote``) churns inside its actor: the factory handed
+to ``remote_swarm`` is ``partial(churning, factory, ...)``, so the wrapper is built around the
+node where it runs and its markers travel back as its actions. (A ``ChurningAgent`` around a
+remote handle would be called node by node in the driver, losing the handle's concurrency and
+an actor's packing.)
+
 Example::
 
     >>> import sapo_env.runtime
@@ -22,7 +28,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,3 +70,11 @@ class ChurningAgent(AgentWrapper):
         if self.offline_in(round_):
             return OFFLINE
         return self.inner.act(observation)
+
+
+def churning(factory: Callable[[], Any], offline_probability: float = 0.0,
+             leave_round: int | None = None, seed: int | np.random.SeedSequence = 0
+             ) -> ChurningAgent:
+    """``ChurningAgent(factory(), ...)``: the churning node built where it is called, for a
+    factory of remote nodes (``partial(churning, factory, ...)``, see the module docstring)."""
+    return ChurningAgent(factory(), offline_probability, leave_round, seed)
