@@ -19,6 +19,8 @@ import numpy as np
 
 from sapo_env.defenses.packet_schema import parse_group
 from sapo_env.pool_view import PoolView
+from sapo_env.rollouts import mean_rewards
+from sapo_env.sampling import keep_flags
 from sapo_env.types import Group
 
 if TYPE_CHECKING:
@@ -75,7 +77,7 @@ class SharedPool:
     def publish(self, round_: int, groups: Sequence[Group]) -> None:
         """Add this round's groups, then evict those outside the window and over capacity."""
         entries = [e for e in self._entries if self.in_window(e[0]["round"], round_)]
-        entries += [(g, bool(self._keep(g)), float(g["rewards"].mean())) for g in groups]
+        entries += zip(groups, keep_flags(self._keep, groups), mean_rewards(groups))
         if self.capacity is not None and len(entries) > self.capacity:
             entries = entries[len(entries) - self.capacity:]
         self._set(entries)
