@@ -57,8 +57,24 @@ def test_verification_turns_each_config_into_json_once_per_call(monkeypatch):
     env.step(_actions(observations))
     published = sum(f.status == "accepted" for f in env.last_packets)
     assert published >= 32  # 8 nodes, 4 questions each, all shared
-    # two calls a round (the cheap checks, then the verdicts): each config once in each
-    assert len(calls) <= 2 * len(env.config.tasks) < published
+    # the cheap checks once a round, and the verdicts find nothing to re-derive: each config
+    # once
+    assert len(calls) <= len(env.config.tasks) < published
+
+
+def test_a_step_runs_the_cheap_packet_checks_once_and_still_refuses_forgeries(monkeypatch):
+    env = sapo_env.parallel_env(n=8, max_rounds=2, adversaries={"node_7": "forge_rewards"})
+    observations, _ = env.reset(seed=0)
+    calls = []
+    original = packets.PacketVerifier._cheap_verdicts
+    monkeypatch.setattr(packets.PacketVerifier, "_cheap_verdicts",
+                        lambda self, groups, *rest: calls.append(len(groups))
+                        or original(self, groups, *rest))
+    env.step(_actions(observations))
+    assert calls == [len(env.last_packets)]  # every packet, once
+    refused = {f.status for f in env.last_packets if f.sender == "node_7"}
+    assert refused == {"rewards"}
+    assert all(f.accepted for f in env.last_packets if f.sender != "node_7")
 
 
 def _tracked(root, stop: set[int]) -> int:
