@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sapo_env.defenses.packet_schema import parse_group
 from sapo_env.pool_view import PoolView
+from sapo_env.rollouts import mean_rewards
+from sapo_env.sampling import keep_flags
 from sapo_env.types import Group
 
 if TYPE_CHECKING:
@@ -35,13 +38,15 @@ class _Runs:
         self.groups = groups
         # prefix sums of the groups' mean rewards: a node's view's total reward in a few slices
         self._reward_prefix = np.concatenate(([0.0], np.cumsum(rewards, dtype=np.float64)))
-        self.runs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        found: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for i, group in enumerate(groups):
-            runs = self.runs[group["source"]]
+            runs = found[group["source"]]
             if runs and runs[-1][1] == i:
                 runs[-1] = (runs[-1][0], i + 1)
             else:
                 runs.append((i, i + 1))
+        # tuples of ints, which the garbage collector stops tracking after its first pass
+        self.runs = {source: tuple(runs) for source, runs in found.items()}
 
     def count_without(self, source: str | None) -> int:
         return len(self.groups) - sum(e - s for s, e in self.runs.get(source, ()))
@@ -64,8 +69,12 @@ class SharedPool:
         self.window = window
         self.capacity = capacity
         self._keep = keep
-        self._entries: list[tuple[Group, bool, float]] = []  # group, passes filter, mean reward
+        # the groups, oldest first (``_all.groups``), whether each passed the filter on entry and
+        # each one's mean reward: parallel tuples, so that a group is one object, not a tuple of
+        # three, for the garbage collector to track
         self._all = _Runs(())
+        self._passes: tuple[bool, ...] = ()
+        self._means: tuple[float, ...] = ()
         self._passing = _Runs(())
 
     def in_window(self, group_round: int, round_: int) -> bool:
@@ -74,30 +83,31 @@ class SharedPool:
 
     def publish(self, round_: int, groups: Sequence[Group]) -> None:
         """Add this round's groups, then evict those outside the window and over capacity."""
-        entries = [e for e in self._entries if self.in_window(e[0]["round"], round_)]
-        entries += [(g, bool(self._keep(g)), float(g["rewards"].mean())) for g in groups]
-        if self.capacity is not None and len(entries) > self.capacity:
-            entries = entries[len(entries) - self.capacity:]
-        self._set(entries)
+        pooled = self._all.groups
+        stay = [k for k, g in enumerate(pooled) if self.in_window(g["round"], round_)]
+        kept = [pooled[k] for k in stay] + list(groups)
+        passes = [self._passes[k] for k in stay] + keep_flags(self._keep, groups)
+        means = [self._means[k] for k in stay] + mean_rewards(groups)
+        cut = 0 if self.capacity is None else max(0, len(kept) - self.capacity)
+        self._set(kept[cut:], passes[cut:], means[cut:])
 
-    def _set(self, entries: list[tuple[Group, bool, float]]) -> None:
-        self._entries = entries
-        self._all = _Runs(tuple(g for g, _, _ in entries), [r for _, _, r in entries])
-        passing = [(g, r) for g, keep, r in entries if keep]
-        self._passing = _Runs(tuple(g for g, _ in passing), [r for _, r in passing])
+    def _set(self, groups: Sequence[Group], passes: Sequence[bool], means: Sequence[float]
+             ) -> None:
+        self._all = _Runs(tuple(groups), means)
+        self._passes, self._means = tuple(passes), tuple(means)
+        self._passing = _Runs(tuple(compress(groups, passes)), list(compress(means, passes)))
 
     def state(self) -> tuple:
         """An opaque snapshot for :meth:`restore` (publish replaces, never mutates, the state)."""
-        return self._entries, self._all, self._passing
+        return self._all, self._passes, self._means, self._passing
 
     def restore(self, state: tuple) -> None:
-        self._entries, self._all, self._passing = state
+        self._all, self._passes, self._means, self._passing = state
 
     def state_dict(self) -> dict[str, Any]:
         """The pool as plain data: its groups, oldest first, and whether each passed the filter
         on entry. The groups are the pool's own read-only records: do not modify them."""
-        return {"groups": [g for g, _, _ in self._entries],
-                "passes_filter": [keep for _, keep, _ in self._entries]}
+        return {"groups": list(self._all.groups), "passes_filter": list(self._passes)}
 
     def load_state_dict(self, state: Mapping[str, Any], config: SwarmConfig,
                         where: str = "pool") -> None:
@@ -113,7 +123,7 @@ class SharedPool:
             raise ValueError(f"{where}: expected a list of groups and a list of as many bools")
         restored = [restore_group(g, f"{where}['groups'][{i}]", config)
                     for i, g in enumerate(groups)]
-        self._set([(g, keep, float(g["rewards"].mean())) for g, keep in zip(restored, passes)])
+        self._set(restored, passes, mean_rewards(restored))
 
     @property
     def groups(self) -> tuple[Group, ...]:

@@ -38,9 +38,10 @@ class PoolView(Sequence):
                 pieces.append((cursor, start))
             cursor = end
         self._groups = groups
-        self._pieces = pieces
+        # tuples of ints, which the garbage collector stops tracking after its first pass
+        self._pieces = tuple(pieces)
         #: where each piece starts in the view, and (last) the view's length
-        self._offsets = [0, *accumulate(end - start for start, end in pieces)]
+        self._offsets = (0, *accumulate(end - start for start, end in pieces))
 
     def __len__(self) -> int:
         return self._offsets[-1]

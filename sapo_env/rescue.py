@@ -58,6 +58,12 @@ def successes(group: Mapping[str, Any]) -> int:
     return int((np.asarray(group["rewards"]) >= SUCCESS).sum())
 
 
+def success_counts(rewards: np.ndarray) -> np.ndarray:
+    """:func:`successes` of many groups at once: ``rewards`` holds one group's rewards per row
+    (shape ``(groups, L)``), and the result one count per row (int)."""
+    return (np.asarray(rewards) >= SUCCESS).sum(axis=-1)
+
+
 def all_failed(group: Mapping[str, Any]) -> bool:
     """True when none of the group's completions succeeded."""
     return successes(group) == 0
@@ -69,21 +75,25 @@ def is_candidate(group: Mapping[str, Any]) -> bool:
     return 0 < successes(group) < len(group["rewards"])
 
 
-def solved_questions(groups: Sequence[Group]) -> dict[QuestionKey, set[str]]:
+def solved_questions(groups: Sequence[Group], counts: Sequence[int] | None = None
+                     ) -> dict[QuestionKey, set[str]]:
     """For every question some group of ``groups`` solved (at least one success), the nodes
-    that solved it."""
+    that solved it; ``counts``: each group's :func:`successes`, if known (None: counted here)."""
     solved: dict[QuestionKey, set[str]] = {}
-    for g in groups:
-        if successes(g):
+    for g, count in zip(groups, map(successes, groups) if counts is None else counts):
+        if count:
             solved.setdefault(question_key(g), set()).add(g["source"])
     return solved
 
 
 def complementarity(node: str, own: Sequence[Group],
-                    solved: Mapping[QuestionKey, set[str]]) -> float | None:
+                    solved: Mapping[QuestionKey, set[str]],
+                    counts: Sequence[int] | None = None) -> float | None:
     """Of ``node``'s all-fail groups in ``own``, the share whose question another node solved
-    (``solved``: :func:`solved_questions` of the round's groups); None when none all-failed."""
-    failed = [question_key(g) for g in own if all_failed(g)]
+    (``solved``: :func:`solved_questions` of the round's groups); None when none all-failed.
+    ``counts``: each group of ``own``'s :func:`successes`, if known (None: counted here)."""
+    counts = map(successes, own) if counts is None else counts
+    failed = [question_key(g) for g, count in zip(own, counts) if count == 0]
     if not failed:
         return None
     return sum(bool(solved.get(q, set()) - {node}) for q in failed) / len(failed)

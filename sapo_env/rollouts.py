@@ -48,6 +48,26 @@ def has_zero_advantage(rewards: np.ndarray) -> np.ndarray | bool:
     return (rewards.max(axis=-1) == rewards.min(axis=-1))
 
 
+def stacked_rewards(groups: Sequence[Group]) -> np.ndarray | None:
+    """The groups' rewards as one ``(groups, L)`` array, row ``k`` group ``k``'s, when they are
+    arrays of one dtype and shape (a swarm's groups: float32, L completions each); None when
+    they are not, or there are none."""
+    rewards = [g["rewards"] for g in groups]
+    kinds = {(r.dtype, r.shape) if isinstance(r, np.ndarray) else None for r in rewards}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    return np.stack(rewards)
+
+
+def mean_rewards(groups: Sequence[Group]) -> list[float]:
+    """Each group's mean reward, ``float(group["rewards"].mean())`` bit for bit, in one call
+    for groups whose rewards stack (:func:`stacked_rewards`)."""
+    stacked = stacked_rewards(groups)
+    if stacked is None:
+        return [float(np.asarray(g["rewards"]).mean()) for g in groups]
+    return stacked.mean(axis=-1).tolist()
+
+
 def make_group(
     source: str,
     round_: int,

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sapo_env.rollouts import has_zero_advantage
+from sapo_env.rollouts import has_zero_advantage, stacked_rewards
 from sapo_env.types import Group
 
 GroupFilter = Callable[[Group], bool]
@@ -40,6 +40,16 @@ def keep_informative(group: Group) -> bool:
 
 
 FILTERS: dict[str, GroupFilter] = {"zero_advantage": keep_informative, "none": keep_all}
+
+
+def keep_flags(keep: GroupFilter, groups: Sequence[Group]) -> list[bool]:
+    """``[bool(keep(g)) for g in groups]``; the ``"zero_advantage"`` filter in one call for
+    groups whose rewards stack (:func:`sapo_env.rollouts.stacked_rewards`)."""
+    if keep is keep_informative:
+        stacked = stacked_rewards(groups)
+        if stacked is not None:
+            return (~has_zero_advantage(stacked)).tolist()
+    return [bool(keep(g)) for g in groups]
 
 
 def sample_uniform(

@@ -66,11 +66,11 @@ from sapo_env.pool import SharedPool
 from sapo_env.render import LastRound, round_table
 from sapo_env.rescue import (
     CandidateIndex,
-    all_failed,
     candidate_index,
     complementarity,
     rescue_batch,
     solved_questions,
+    success_counts,
 )
 from sapo_env.rollouts import group_advantages, has_zero_advantage, make_group
 from sapo_env.sampling import (
@@ -337,13 +337,15 @@ class SwarmEnv(ParallelEnv):
         run = self._run
         taken = Counter(g["source"] for a in parsed for g in assemblies[a].batch
                         if not g["local"] and g["source"] != a)
-        # every group's mean and zero-advantage flag in one call, then sliced per node
+        # every group's mean, zero-advantage flag and successes in one call, sliced per node
         all_means, all_zero = flat.mean(axis=1).tolist(), has_zero_advantage(flat).tolist()
-        solved = solved_questions([g for a in parsed for g in groups[a]])
+        all_successes = success_counts(flat).tolist()
+        solved = solved_questions([g for a in parsed for g in groups[a]], all_successes)
         infos, row = {}, 0
         for a in parsed:
             end = row + len(scores[a])
             group_means, zero = all_means[row:end], all_zero[row:end]
+            successes = all_successes[row:end]
             row = end
             by_task: dict[str, list[float]] = {}
             for g, mean in zip(groups[a], group_means):
@@ -363,8 +365,8 @@ class SwarmEnv(ParallelEnv):
                 "pool_size_filtered": source.count_for(others, filtered=True),
                 "pool_mean_reward_filtered": source.mean_reward_for(others, filtered=True),
                 "zero_advantage_fraction": sum(zero) / len(zero) if zero else None,
-                "all_fail_groups": sum(map(all_failed, groups[a])),
-                "complementarity": complementarity(a, groups[a], solved),
+                "all_fail_groups": successes.count(0),
+                "complementarity": complementarity(a, groups[a], solved, successes),
                 "rescued_groups": assemblies[a].rescued,
                 "batch_mean_reward": assemblies[a].mean_reward,
                 "shared_groups": len(shared),

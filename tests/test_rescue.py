@@ -16,6 +16,7 @@ from sapo_env.rescue import (
     rescue_batch,
     rescue_candidates,
     solved_questions,
+    success_counts,
     successes,
 )
 
@@ -34,6 +35,25 @@ def test_successes_count_full_credit_only():
     assert successes(group("a", 0, [1, 0.5, 0.33, 0])) == 1
     assert all_failed(group("a", 0, [0.5, 0.5, 0, 0]))
     assert not all_failed(group("a", 0, [0, 0, 1, 0]))
+
+
+def test_success_counts_count_each_row_as_successes_counts_its_group():
+    rows = [[1, 0.5, 0.33, 0], [0.5, 0.5, 0, 0], [1, 1, 1, 1], [0.999, 1, 0, 1]]
+    counts = success_counts(np.asarray(rows, dtype=np.float32))
+    assert counts.tolist() == [successes(group("a", 0, r)) for r in rows] == [1, 0, 4, 2]
+    assert success_counts(np.zeros((0, 4), np.float32)).tolist() == []
+
+
+def test_known_counts_are_used_instead_of_the_rewards():
+    own = [group("a", 0, [0, 0]), group("a", 1, [1, 0])]
+    other = [group("b", 0, [1, 0]), group("b", 1, [0, 0])]
+    # counts that contradict the rewards show that the functions read them, not the rewards
+    solved = solved_questions(own + other, [1, 0, 0, 1])
+    assert solved == {question_key(own[0]): {"a"}, question_key(own[1]): {"b"}}
+    assert complementarity("a", own, solved, [0, 2]) == 0.0
+    assert complementarity("a", own, solved, [1, 0]) == 1.0
+    assert complementarity("a", own, solved) == complementarity(
+        "a", own, solved, success_counts(np.stack([g["rewards"] for g in own])).tolist())
 
 
 def test_a_candidate_has_some_but_not_all_successes():

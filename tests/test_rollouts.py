@@ -3,7 +3,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sapo_env.rollouts import group_advantages, has_zero_advantage
+from sapo_env.rollouts import (
+    group_advantages,
+    has_zero_advantage,
+    mean_rewards,
+    stacked_rewards,
+)
 
 
 def test_advantages_by_hand():
@@ -53,3 +58,24 @@ def test_advantages_are_centred_and_bounded(r):
     a = group_advantages(r)
     assert abs(float(a.mean())) < 1e-3
     assert np.all(np.abs(a) <= np.sqrt(len(r)) + 1e-3)
+
+
+def test_stacked_rewards_only_for_arrays_of_one_dtype_and_shape():
+    a, b = np.array([1, 0], np.float32), np.array([0.5, 0.5], np.float32)
+    assert stacked_rewards([{"rewards": a}, {"rewards": b}]).tolist() == [[1, 0], [0.5, 0.5]]
+    for others in ([np.array([1, 0, 0], np.float32)], [np.array([1, 0], np.float64)],
+                   [[1.0, 0.0]], []):
+        assert stacked_rewards([{"rewards": r} for r in ([a] if others else []) + others]) \
+            is None
+
+
+def test_mean_rewards_are_each_groups_own_mean_bit_for_bit():
+    rng = np.random.default_rng(0)
+    for length in (1, 3, 8, 9, 16, 129):
+        groups = [{"rewards": r} for r in
+                  (rng.random((50, length)) * 10.0 ** rng.integers(-6, 6, (50, 1))
+                   ).astype(np.float32)]
+        assert mean_rewards(groups) == [float(g["rewards"].mean()) for g in groups]
+    mixed = [{"rewards": np.array([0.1, 0.7], np.float32)},
+             {"rewards": np.array([0.3, 0.3, 0.9], np.float32)}]
+    assert mean_rewards(mixed) == [float(g["rewards"].mean()) for g in mixed]

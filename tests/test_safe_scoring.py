@@ -395,6 +395,53 @@ def test_the_timer_is_left_as_it_was():
         signal.signal(signal.SIGALRM, previous)
 
 
+def _count_timer_calls(monkeypatch):
+    """Every ``signal.signal`` and ``signal.setitimer`` call from now on, in order."""
+    calls = []
+    real_signal, real_setitimer = signal.signal, signal.setitimer
+    monkeypatch.setattr(signal, "signal",
+                        lambda *args: calls.append("signal") or real_signal(*args))
+    monkeypatch.setattr(signal, "setitimer",
+                        lambda *args: calls.append(args[1:]) or real_setitimer(*args))
+    return calls
+
+
+def test_a_session_sets_the_timer_once_for_many_questions_and_keeps_the_limits(monkeypatch):
+    def slow_on_b(answer):
+        while answer == "b":
+            pass
+        return 1.0
+
+    before = signal.getsignal(signal.SIGALRM)
+    calls = _count_timer_calls(monkeypatch)
+    with scoring_guard.timer_session(FAST):
+        results = [guard(["a", "b", "a"], slow_on_b) for _ in range(5)]
+        assert calls == ["signal", (FAST.time_limit * scoring_guard.TICK,) * 2]
+        # a node with less budget left than the limit: a finer tick for its completions only
+        failures = no_failures()
+        budget = scoring_guard.ScoreBudget(0.01)
+        scores = guarded_scores(["b", "a"], lambda c: c, slow_on_b, FAST, failures, budget)
+        assert calls[2:] == [(0.0025, 0.0025), (FAST.time_limit * scoring_guard.TICK,) * 2]
+    assert calls[4:] == [(0,), "signal"]  # disarmed, and the handler put back, once
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert all(r == ([1.0, 0.0, 1.0], {**no_failures(), "timeout": 1}) for r in results)
+    assert scores.tolist() == [0.0, 0.0] and (failures["timeout"], failures["budget"]) == (1, 1)
+
+
+def test_a_round_is_scored_in_one_session(monkeypatch):
+    from sapo_env.scoring.answers import get_extractor
+    from sapo_env.scoring.jobs import score_all
+    from sapo_env.tasks import DrawnQuestion
+
+    calls = _count_timer_calls(monkeypatch)
+    jobs = [(DrawnQuestion(question=None, entry={}, dataset=_FastDataset()),
+             ["<answer>1</answer>"] * 4, k % 2) for k in range(6)]
+    results = score_all(jobs, get_extractor("tag"), FAST, [10.0, 10.0])
+    assert [r.scores.tolist() for r in results] == [[1.0] * 4] * 6
+    assert calls.count("signal") == 2 and len(calls) == 4  # not four calls a question
+
+
 def test_off_the_main_thread_scoring_still_catches_errors():
     out = {}
 

@@ -7,6 +7,7 @@ from sapo_env.sampling import (
     FILTERS,
     assemble_batch,
     keep_all,
+    keep_flags,
     keep_informative,
     sample_uniform,
 )
@@ -15,6 +16,19 @@ from sapo_env.sampling import (
 def group(source, k, rewards=(1.0, 0.0)):
     return {"id": f"{source}/r0/q{k}", "source": source, "round": 0,
             "rewards": np.array(rewards, dtype=np.float32)}
+
+
+def test_keep_flags_are_the_filter_of_each_group():
+    rows = [(1.0, 0.0), (0.0, 0.0), (0.25, 0.25), (0.5, 1.0), (np.nan, np.nan), (1.0, np.nan)]
+    groups = [group("a", k, r) for k, r in enumerate(rows)]
+    assert keep_flags(keep_informative, groups) == [keep_informative(g) for g in groups] == [
+        True, False, False, True, True, True]
+    mixed = groups + [group("a", 9, (1.0, 1.0, 1.0))]  # not stackable: one call a group
+    assert keep_flags(keep_informative, mixed) == [keep_informative(g) for g in mixed]
+    seen = []
+    assert keep_flags(lambda g: seen.append(g["id"]) or g["id"].endswith("1"), groups) == [
+        False, True, False, False, False, False]
+    assert seen == [g["id"] for g in groups]  # a custom filter: once a group, in order
 
 
 def test_filters():

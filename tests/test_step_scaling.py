@@ -4,6 +4,9 @@ packet verification turns each task config into JSON once per call, not once per
 
 from __future__ import annotations
 
+import gc
+import types
+
 import sapo_env
 from sapo_env.defenses import packets
 from sapo_env.pool_view import PoolView
@@ -54,5 +57,50 @@ def test_verification_turns_each_config_into_json_once_per_call(monkeypatch):
     env.step(_actions(observations))
     published = sum(f.status == "accepted" for f in env.last_packets)
     assert published >= 32  # 8 nodes, 4 questions each, all shared
-    # two calls a round (the cheap checks, then the verdicts): each config once in each
-    assert len(calls) <= 2 * len(env.config.tasks) < published
+    # the cheap checks once a round, and the verdicts find nothing to re-derive: each config
+    # once
+    assert len(calls) <= len(env.config.tasks) < published
+
+
+def test_a_step_runs_the_cheap_packet_checks_once_and_still_refuses_forgeries(monkeypatch):
+    env = sapo_env.parallel_env(n=8, max_rounds=2, adversaries={"node_7": "forge_rewards"})
+    observations, _ = env.reset(seed=0)
+    calls = []
+    original = packets.PacketVerifier._cheap_verdicts
+    monkeypatch.setattr(packets.PacketVerifier, "_cheap_verdicts",
+                        lambda self, groups, *rest: calls.append(len(groups))
+                        or original(self, groups, *rest))
+    env.step(_actions(observations))
+    assert calls == [len(env.last_packets)]  # every packet, once
+    refused = {f.status for f in env.last_packets if f.sender == "node_7"}
+    assert refused == {"rewards"}
+    assert all(f.accepted for f in env.last_packets if f.sender != "node_7")
+
+
+def _tracked(root, stop: set[int]) -> int:
+    """How many objects the garbage collector tracks that ``root`` reaches (``root`` included),
+    not going into classes, functions and modules, nor into those whose ids are in ``stop``."""
+    seen, stack = set(), [root]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen or id(value) in stop or not gc.is_tracked(value) \
+                or isinstance(value, (type, types.FunctionType, types.ModuleType)):
+            continue
+        seen.add(id(value))
+        stack.extend(gc.get_referents(value))
+    return len(seen)
+
+
+def test_the_pool_and_its_views_track_no_object_per_group_or_source():
+    counts = []
+    for n in (4, 16):
+        env, observations = _played(n=n)
+        gc.collect()
+        gc.collect()  # a tuple of tuples is untracked once the inner ones are
+        pool = env._run.pool
+        groups = {id(g) for g in pool.groups}
+        views = [o["pool"] for o in observations.values()]
+        shown = {id(g) for g in views[0]._groups} | {id(views[0]._groups)}
+        counts.append((_tracked(pool, groups), max(_tracked(v, shown) for v in views)))
+    assert counts[0][0] == counts[1][0]  # as many for 16 nodes' groups as for 4 nodes'
+    assert counts[0][1] == counts[1][1] == 1  # a view: one object, its pieces untracked

@@ -288,15 +288,22 @@ class PacketVerifier:
                  already: Iterable[Group] = (),
                  dealt: Mapping[str, Iterable[Mapping[str, Any]]] | None = None, *,
                  spent: dict[str, float] | None = None,
-                 failures: dict[str, dict[str, int]] | None = None) -> list[str | None]:
+                 failures: dict[str, dict[str, int]] | None = None,
+                 checked: bool = False) -> list[str | None]:
         """:meth:`screen`'s verdict on each group, in order: None when it passes, else the
-        reason (of ``REJECT_REASONS``) it is rejected. The :meth:`cheap_verdicts` first;
-        the groups they pass (bar the ``trusted``) are re-derived and re-scored."""
+        reason (of ``REJECT_REASONS``) it is rejected. The :meth:`cheap_verdicts` first (not
+        again when ``checked``: the caller ran them with these arguments on a list these
+        groups are of, and they refused none of these); the groups they pass (bar the
+        ``trusted``) are re-derived and re-scored."""
         trusted = list(trusted)
         already = list(already)
         key = _Keys()
-        reasons = self._cheap_verdicts(groups, trusted, already, dealt, key)
+        reasons = ([None] * len(groups) if checked
+                   else self._cheap_verdicts(groups, trusted, already, dealt, key))
         trusted_ids = {id(g) for g in trusted}
+        if all(reason is not None or id(g) in trusted_ids
+               for g, reason in zip(groups, reasons)):
+            return reasons  # nothing to re-derive
         seen = {key.question(g) for g in already} | {
             key.question_or_none(g) for g in groups if id(g) in trusted_ids}
         senders = [_claimed_source(g) for g in groups]

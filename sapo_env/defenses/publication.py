@@ -140,7 +140,7 @@ def publish_round(built: Sequence[Group], round_: int, config: SwarmConfig, pool
     _read_token_fields(sent, received, reasons, config, spent, failures)
     if verifier is not None:
         _judge(reasons, received, lambda groups: verifier.verdicts(
-            groups, built, staying, dealt, spent=spent, failures=failures))
+            groups, built, staying, dealt, spent=spent, failures=failures, checked=True))
     pool.publish(round_, [g for g, reason in zip(received, reasons) if reason is None])
     # counted as admit, then screen, counted them: schema refusals first, in order sent
     rejected = Counter(sender for (sender, _), g in zip(sent, received) if isinstance(g, str))

@@ -99,4 +99,4 @@ class DrawnQuestion:
         scores = guarded_scores(completions, extract,
                                 lambda answer: self.dataset.score_answer(answer, self.entry),
                                 limits, failures, budget)
-        return np.clip(scores, 0.0, 1.0, out=scores)
+        return scores.clip(0.0, 1.0, out=scores)

@@ -25,7 +25,10 @@ code, and raises again at every later tick until the scorer returns: a scorer th
 first interruption still stops (one that catches ``BaseException`` in an endless loop cannot be
 stopped). A score returned after the limit counts as a timeout whatever its value. The timer
 and the SIGALRM handler are set for each question's completions, and the previous handler put
-back after: a few system calls a question, not a completion.
+back after: a few system calls a question, not a completion; many questions scored in a row
+(``timer_session``, as ``sapo_env.scoring.jobs.score_all`` scores a round) share one setting,
+and a question whose node has less budget left than the limit sets a finer tick for its own
+completions.
 
 Python only runs signal handlers between bytecodes and in C code that checks for signals
 (CPython's big-integer power and ``re`` do; a single huge multiplication does not): C code that
@@ -50,7 +53,8 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,14 +115,15 @@ def _warn_once(key: str, message: str, *args: Any) -> None:
 
 
 class _Timer:
-    """The per-completion time limit: while a question's completions are scored, the main
-    thread's interval timer ticks every ``limit * TICK`` seconds, and a tick that finds the
-    current completion past its limit interrupts it (and every later tick does again)."""
+    """The per-completion time limit: while completions are scored, the main thread's interval
+    timer ticks every ``tick`` seconds, and a tick that finds the current completion past its
+    limit interrupts it (and every later tick does again)."""
 
     def __init__(self) -> None:
         self.limit = math.inf
         self.started: float | None = None  # when the current completion started; None: idle
         self.fired = False
+        self.session_tick: float | None = None  # the tick a ``timer_session`` armed; None: none
 
     def handler(self, signum: int, frame: Any) -> None:
         started = self.started
@@ -126,17 +131,16 @@ class _Timer:
             self.fired = True
             raise ScoreTimeout
 
-    def call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()``, interrupted once it has run ``limit`` seconds."""
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, interrupted once it has run ``limit`` seconds."""
         self.fired = False
         try:
             self.started = time.monotonic()
-            return fn()
+            return fn(*args)
         finally:
             # First thing: from here on the handler does nothing, so no ScoreTimeout can
             # escape past this point, wherever the interpreter lets the handler run.
             self.started = None
-
 
 _TIMER = _Timer()
 
@@ -168,6 +172,64 @@ def _timer_usable(limit: float | None) -> bool:
     return True
 
 
+def _tick(time_limit: float, budget: ScoreBudget | None) -> float:
+    """The timer's period for completions limited to ``time_limit`` and ``budget``."""
+    return max(TICK * min(time_limit, budget.seconds if budget else math.inf), 1e-3)
+
+
+@contextmanager
+def timer_session(limits: ScoringLimits) -> Iterator[None]:
+    """Many questions scored in a row under one setting of the timer: the SIGALRM handler set
+    and the interval timer armed once, at the tick of ``limits.time_limit``, for every
+    ``guarded_scores`` call of this thread inside the block, and both put back as they were
+    when it ends. Where the timer cannot run (see ``guarded_scores``), or inside another
+    session, it sets nothing."""
+    if _TIMER.session_tick is not None or not _timer_usable(limits.time_limit):
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _TIMER.handler)
+    tick = _tick(limits.time_limit, None)
+    signal.setitimer(signal.ITIMER_REAL, tick, tick)
+    _TIMER.session_tick = tick
+    try:
+        yield
+    finally:
+        _TIMER.session_tick = None
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        # None: a handler installed outside Python; the default is the closest we can do
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+
+
+def _arm(limits: ScoringLimits, budget: ScoreBudget | None
+         ) -> tuple[bool, Callable[[], None] | None]:
+    """Sets the timer for one question's completions: whether it runs, and what puts it back
+    as it was after them (None: nothing to). In this thread's session, at a tick no coarser
+    than they need, it is left as it is; a finer tick is armed for them and the session's
+    put back after."""
+    if budget is not None and budget.seconds <= 0:
+        return False, None  # nothing will be scored
+    if limits.time_limit is None:
+        return False, None
+    tick = _tick(limits.time_limit, budget)
+    session = _TIMER.session_tick
+    if session is not None and threading.current_thread() is threading.main_thread():
+        if tick >= session:
+            return True, None
+        signal.setitimer(signal.ITIMER_REAL, tick, tick)
+        return True, lambda: signal.setitimer(signal.ITIMER_REAL, session, session)
+    if not _timer_usable(limits.time_limit):
+        return False, None
+    previous = signal.signal(signal.SIGALRM, _TIMER.handler)
+    signal.setitimer(signal.ITIMER_REAL, tick, tick)
+
+    def put_back() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        # None: a handler installed outside Python; the default is the closest we can do
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+
+    return True, put_back
+
+
 def guarded_scores(
     completions: Sequence[str],
     extract: Callable[[str], str | None],
@@ -179,29 +241,25 @@ def guarded_scores(
     """``score(extract(completion))`` of each completion as float32, 0 for each one that failed
     or that ``budget`` (its node's, when given) no longer covers, counted by reason in
     ``failures`` when given (see the module docstring)."""
-    spent = budget is not None and budget.seconds <= 0  # nothing to score: no timer
-    use_timer = not spent and _timer_usable(limits.time_limit)
-    if use_timer:
-        previous = signal.signal(signal.SIGALRM, _TIMER.handler)
-        tick = TICK * min(limits.time_limit, budget.seconds if budget else math.inf)
-        signal.setitimer(signal.ITIMER_REAL, max(tick, 1e-3), max(tick, 1e-3))
+    use_timer, put_back = _arm(limits, budget)
+    time_limit = limits.time_limit or math.inf
     try:
         values = []
         for completion in completions:
-            if budget is not None and budget.seconds <= 0:
+            if budget is None:
+                _TIMER.limit = time_limit
+            elif budget.seconds <= 0:
                 values.append(_failed("budget", limits, failures))
                 continue
-            _TIMER.limit = min(limits.time_limit or math.inf,
-                               budget.seconds if budget else math.inf)
+            else:
+                _TIMER.limit = min(time_limit, budget.seconds)
             started = time.monotonic()
             values.append(_score_one(completion, extract, score, limits, use_timer, failures))
             if budget is not None:
                 budget.seconds -= time.monotonic() - started
     finally:
-        if use_timer:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            # None: a handler installed outside Python; the default is the closest we can do
-            signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+        if put_back is not None:
+            put_back()
     return np.array(values, dtype=np.float32)
 
 
@@ -218,20 +276,24 @@ class _TooLong(Exception):
     """The extracted answer is over the limit (raised before any parsing)."""
 
 
+def _verdict(completion: str, extract: Callable, score: Callable, max_chars: int) -> float:
+    """The completion's score, or the exception that makes it a failure."""
+    answer = extract(completion)
+    if isinstance(answer, str) and len(answer) > max_chars:
+        raise _TooLong
+    value = float(score(answer))
+    if not math.isfinite(value):
+        raise ValueError(f"score {value}")
+    return value
+
+
 def _score_one(completion: str, extract: Callable, score: Callable, limits: ScoringLimits,
                use_timer: bool, failures: dict[str, int] | None) -> float:
-    def verdict() -> float:
-        answer = extract(completion)
-        if isinstance(answer, str) and len(answer) > limits.max_answer_chars:
-            raise _TooLong
-        value = float(score(answer))
-        if not math.isfinite(value):
-            raise ValueError(f"score {value}")
-        return value
-
     try:
-        value = _TIMER.call(verdict) if use_timer else verdict()
-        if not (use_timer and _TIMER.fired):
+        if not use_timer:
+            return _verdict(completion, extract, score, limits.max_answer_chars)
+        value = _TIMER.call(_verdict, completion, extract, score, limits.max_answer_chars)
+        if not _TIMER.fired:
             return value
         reason = "timeout"  # the scorer swallowed the interruption and returned late
     except ScoreTimeout:

@@ -11,7 +11,7 @@ import numpy as np
 
 from sapo_env.scoring.answers import AnswerExtractor
 from sapo_env.scoring.datasets import DrawnQuestion, dataset_for
-from sapo_env.scoring.guard import ScoreBudget, ScoringLimits, no_failures
+from sapo_env.scoring.guard import ScoreBudget, ScoringLimits, no_failures, timer_session
 
 #: One question to score, as it travels to a worker: (ref, reasoning-gym entry, completions,
 #: the index of the node whose completions they are).
@@ -49,14 +49,15 @@ def score_all(jobs: Sequence[tuple[DrawnQuestion, Sequence[str], int]],
     as a scoring failure instead, and a completion the budget no longer covers in neither)."""
     left: dict[int, ScoreBudget] = {}
     results = []
-    for drawn, texts, owner in jobs:
-        failures = no_failures()
-        budget = None if budgets is None else left.setdefault(owner,
-                                                              ScoreBudget(budgets[owner]))
-        counting = _CountingExtractor(extract)
-        started = time.monotonic()
-        scores = drawn.score(texts, counting, limits, failures, budget)
-        results.append(Scored(scores, failures, time.monotonic() - started, counting.none))
+    with timer_session(limits):  # the time limit's timer set once for all the questions
+        for drawn, texts, owner in jobs:
+            failures = no_failures()
+            budget = None if budgets is None else left.setdefault(owner,
+                                                                  ScoreBudget(budgets[owner]))
+            counting = _CountingExtractor(extract)
+            started = time.monotonic()
+            scores = drawn.score(texts, counting, limits, failures, budget)
+            results.append(Scored(scores, failures, time.monotonic() - started, counting.none))
     return results
 
 
