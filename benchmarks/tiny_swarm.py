@@ -64,7 +64,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from benchmarks_md import BENCHMARKS_MD, add_write_flag, machine, write_section  # noqa: E402
+from benchmarks_md import add_write_flag, machine, write_section, write_subsection  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 import sapo_env  # noqa: E402
@@ -375,37 +375,6 @@ def compare_per_node(sizes: list[int], rounds: int, threads: int) -> str:
     )
 
 
-def write_subsection(subsection: str) -> None:
-    """Put ``subsection`` (a ``### `` heading and its text) at the end of the
-    "## Batched tiny swarm" section of BENCHMARKS.md, replacing its earlier version."""
-    text = BENCHMARKS_MD.read_text()
-    start = text.index(SECTION + "\n")
-    end = text.find("\n## ", start + len(SECTION))
-    end = len(text) if end == -1 else end + 1
-    section = text[start:end].rstrip("\n")
-    heading = subsection.split("\n", 1)[0]
-    at = section.find("\n" + heading + "\n")
-    if at != -1:
-        following = section.find("\n### ", at + 1)
-        section = section[:at] + ("" if following == -1 else section[following:])
-    section = section.rstrip("\n") + "\n\n" + subsection.strip("\n") + "\n"
-    BENCHMARKS_MD.write_text(text[:start] + section + ("\n" if end < len(text) else "")
-                             + text[end:])
-
-
-def subsections_of_section() -> str:
-    """The ``### `` subsections BENCHMARKS.md holds under "## Batched tiny swarm" (kept when
-    the section's own text is rewritten), or ""."""
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else ""
-    start = text.find(SECTION + "\n")
-    if start == -1:
-        return ""
-    end = text.find("\n## ", start + len(SECTION))
-    section = text[start:] if end == -1 else text[start:end]
-    at = section.find("\n### ")
-    return "" if at == -1 else section[at:].strip("\n") + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=8)
@@ -433,13 +402,13 @@ def main() -> None:
         subsection = compare_per_node(sizes, args.rounds, thread_counts[0])
         print(subsection)
         if args.write:
-            write_subsection(subsection)
+            write_subsection(SECTION, subsection)
         return
     if args.compare == "prompt-sharing":
         subsection = compare_prompt_sharing(args.nodes, args.rounds, thread_counts,
                                             args.dtypes.split(","))
         if args.write:
-            write_subsection(subsection)
+            write_subsection(SECTION, subsection)
         return
     load_before = os.getloadavg()[0]
     lines = []
@@ -477,8 +446,7 @@ def main() -> None:
         f"{args.rounds} rounds after a warm-up round.\n\n" + "\n".join(lines) + "\n"
     )
     if args.write:
-        kept = subsections_of_section()
-        write_section(section + ("\n" + kept if kept else ""))
+        write_section(section, keep_subsections=True)
 
 
 if __name__ == "__main__":
