@@ -2,9 +2,9 @@
 
 Three kinds (``KINDS``): ``packet`` attacks forge what a node sends on the wire, inside the env
 (``SwarmConfig.adversaries``; :mod:`sapo_env.defenses.transport_attacks` defines and registers
-them); ``text`` attacks are hostile agents whose text the env scores and publishes as any
-node's (:mod:`agents.hostile.adversarial`); ``remote`` attacks are remote nodes that send plain data
-the runner screens (:mod:`agents.hostile.remote_junk`). An ``Attack`` entry says what the attack does
+them); ``text`` attacks are hostile agents whose text the env scores and publishes as any node's
+(:mod:`agents.hostile.adversarial`); ``remote`` attacks are remote nodes that send plain data the
+runner screens (:mod:`agents.hostile.remote_junk`). An ``Attack`` entry says what the attack does
 and models (the table of docs/hostile-nodes.md is made from the entries) and what the attack
 experiment, ``sapo-env attack``, needs to run it.
 

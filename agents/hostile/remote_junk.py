@@ -132,7 +132,8 @@ def _junk(agents: Mapping[str, Any], attack: str, nodes: Sequence[str], seed: An
 
 register_attack(Attack(
     "remote_junk", "remote",
-    "a remote node (`agents.hostile.remote_junk.RemoteJunkNode`) that sends, one kind a round in turn, "
+    "a remote node (`agents.hostile.remote_junk.RemoteJunkNode`) that sends, one kind a round in "
+    "turn, "
     'what the env refuses: `{"leave": False}`, `{"pending": True, ...}` with its whole action, '
     "`completions` as `np.array(0)` or `7`, actions for the other nodes "
     '(`{"node_0": {"leave": True}, ...}`), `num_external=2**70`, a list',
