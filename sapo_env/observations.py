@@ -15,8 +15,9 @@ group and question an observation holds is a copy made when the observation is, 
 
 Each of the env's records is copied once per call and the copy shared by every view that shows
 it (``RoundCopies``): a pooled group by every node's view of the pool (a
-``sapo_env.pool_view.PoolView``, no tuple per node), a ref by its question and the groups that
-answer it, a task's config by every ref into it. An agent that goes around the guard
+``sapo_env.pool_view.PoolView``, no tuple per node; a pooled group is copied when a node first
+reads it, as most agents never do), a ref by its question and the groups that answer it, a
+task's config by every ref into it. An agent that goes around the guard
 (``dict.__setitem__(group, ...)``) changes what others are shown that round, never the env's
 state. Whatever an agent does to its observation, the pool, the batches, the
 questions dealt and the config stay as they were (tests/test_observation_copies.py).
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 
 # A group's fields that hold a tuple of arrays (one per completion), when its sender sent them.
 _ARRAY_TUPLES = ("logprobs", "token_ids")
+# Values that are their own copy (most of a ref's and a config's)
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 class ReadOnlyDict(dict):
@@ -91,7 +94,8 @@ class RoundCopies:
     def _copy(self, value: dict | np.ndarray) -> Any:
         if isinstance(value, np.ndarray):
             return _array(value)
-        return ReadOnlyDict({k: self.value(v) for k, v in value.items()})
+        return ReadOnlyDict({k: v if type(v) in _ATOMS else self.value(v)
+                             for k, v in value.items()})
 
     def group(self, group: Group) -> Group:
         """A read-only copy of a group (its completions, a tuple of ``str``, are shared)."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sapo_env.defenses.packet_schema import parse_group
-from sapo_env.pool_view import PoolView
+from sapo_env.pool_view import CopiedOnRead, PoolView
 from sapo_env.rollouts import mean_rewards
 from sapo_env.sampling import keep_flags
 from sapo_env.types import Group
@@ -136,11 +136,11 @@ class SharedPool:
         """Every group in the pool that ``node`` did not publish (None: all of them)."""
         return self._all.without(node)
 
-    def copied_view(self, copy: Callable[[Group], Group]
-                    ) -> Callable[[str | None], Sequence[Group]]:
-        """:meth:`from_others` over ``copy(group)`` of every group, each copied once: what
-        observations show of the pool, none of the pool's own records."""
-        return _Runs(tuple(map(copy, self._all.groups))).without
+    def copied_view(self, copy: Callable[[Group], Group]) -> Callable[[str | None], PoolView]:
+        """:meth:`from_others` over ``copy(group)`` of every group, each copied once, when it
+        is first read: what observations show of the pool, none of the pool's own records."""
+        copies, runs = CopiedOnRead(self._all.groups, copy), self._all.runs
+        return lambda node: PoolView(copies, runs.get(node, ()))
 
     def candidates_for(self, node: str | None) -> Sequence[Group]:
         """Groups that pass the filter and that ``node`` did not publish (None: all of them)."""

@@ -1,4 +1,5 @@
-"""``PoolView``: the pool's groups less one node's, as a read-only sequence that copies nothing.
+"""``PoolView``: the pool's groups less one node's, as a read-only sequence that copies nothing;
+``CopiedOnRead``: a sequence of copies, each made when it is first read.
 
 Every node is shown the pool without its own groups, and the env samples each node's external
 groups from the same. A tuple per node would copy the whole pool once a node: memory and time
@@ -11,14 +12,19 @@ iteration, ``in``, ``index`` and ``count``; it equals a tuple or view of the sam
 by field and arrays by value (a tuple of groups holding arrays cannot compare itself so);
 ``view + tuple`` and ``tuple + view`` are tuples, ``tuple(view)`` is a plain copy, and it
 pickles and copies as a tuple.
+
+What observations show of the pool is a view of a ``CopiedOnRead`` of the pool's records: a
+round's copy of a group is made when some node first reads it (most agents never read the
+pool), then shared by every view, whichever node reads it and in which thread.
 """
 
 from __future__ import annotations
 
 import operator
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, chain
+from threading import Lock
 from typing import Any
 
 import numpy as np
@@ -26,12 +32,46 @@ import numpy as np
 from sapo_env.types import Group
 
 
+class CopiedOnRead(Sequence):
+    """``copy(record)`` of each of ``records``, made at its first read and kept: every read of
+    an item returns the same copy. The records must not change while the sequence is read."""
+
+    __slots__ = ("_records", "_copy", "_copies", "_lock")
+
+    def __init__(self, records: tuple[Any, ...], copy: Callable[[Any], Any]):
+        self._records = records
+        self._copy = copy
+        self._copies: list[Any] = [None] * len(records)
+        self._lock = Lock()  # two threads reading one item get one copy
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(map(self._item, range(*index.indices(len(self)))))
+        i = operator.index(index)
+        return self._item(i + len(self) if i < 0 else i)
+
+    def _item(self, i: int) -> Any:
+        copy = self._copies[i]  # IndexError for an index out of range
+        if copy is None:
+            with self._lock:
+                copy = self._copies[i]
+                if copy is None:
+                    copy = self._copies[i] = self._copy(self._records[i])
+        return copy
+
+    def __reduce__(self) -> tuple:
+        return tuple, (tuple(self),)
+
+
 class PoolView(Sequence):
     """``groups`` less the ``(start, end)`` runs ``cut`` (sorted, disjoint)."""
 
     __slots__ = ("_groups", "_pieces", "_offsets")
 
-    def __init__(self, groups: tuple[Group, ...], cut: Sequence[tuple[int, int]]):
+    def __init__(self, groups: Sequence[Group], cut: Sequence[tuple[int, int]]):
         pieces, cursor = [], 0
         for start, end in (*cut, (len(groups), len(groups))):
             if start > cursor:

@@ -5,11 +5,15 @@ packet verification turns each task config into JSON once per call, not once per
 from __future__ import annotations
 
 import gc
+import pickle
 import types
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 import sapo_env
 from sapo_env.defenses import packets
-from sapo_env.pool_view import PoolView
+from sapo_env.pool_view import CopiedOnRead, PoolView
 
 
 def _actions(observations):
@@ -104,3 +108,52 @@ def test_the_pool_and_its_views_track_no_object_per_group_or_source():
         counts.append((_tracked(pool, groups), max(_tracked(v, shown) for v in views)))
     assert counts[0][0] == counts[1][0]  # as many for 16 nodes' groups as for 4 nodes'
     assert counts[0][1] == counts[1][1] == 1  # a view: one object, its pieces untracked
+
+
+class _Counting:
+    """A copy function that counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, record):
+        self.calls += 1
+        return dict(record)
+
+
+def test_copied_on_read_copies_each_item_once_at_its_first_read():
+    records = tuple({"k": k} for k in range(5))
+    copy = _Counting()
+    items = CopiedOnRead(records, copy)
+    assert len(items) == 5 and copy.calls == 0
+    first = items[1]
+    assert first == {"k": 1} and first is not records[1] and items[1] is first
+    assert items[-4] is first and copy.calls == 1
+    assert items[1:3] == ({"k": 1}, {"k": 2}) and copy.calls == 2
+    with pytest.raises(IndexError):
+        items[5]
+    with pytest.raises(TypeError):
+        items["1"]
+    assert pickle.loads(pickle.dumps(items)) == tuple(records)  # pickles as a tuple
+    assert copy.calls == 5
+
+
+def test_copied_on_read_makes_one_copy_an_item_across_threads():
+    copy = _Counting()
+    items = CopiedOnRead(tuple({"k": k} for k in range(2000)), copy)
+    with ThreadPoolExecutor(4) as pool:
+        seen = list(pool.map(lambda _: [id(g) for g in items], range(4)))
+    assert copy.calls == 2000 and all(s == seen[0] for s in seen)
+
+
+def test_the_pool_is_copied_when_read_as_it_was_when_shown():
+    env, observations = _played(n=4)
+    _, shown = _played(n=4)  # the same run, its pool read at once
+    read_at_once = pickle.dumps(tuple(shown["node_0"]["pool"]))
+    pool = observations["node_0"]["pool"]
+    assert all(c is None for c in pool._groups._copies)  # nothing copied before a read
+    env.step(_actions(observations))  # the env moves on; what it showed does not
+    assert pickle.dumps(tuple(pool)) == read_at_once
+    by_id = {g["id"]: g for g in observations["node_1"]["pool"]}
+    both = [g for g in observations["node_2"]["pool"] if g["id"] in by_id]
+    assert both and all(by_id[g["id"]] is g for g in both)  # one copy, whoever reads it
