@@ -125,6 +125,7 @@ class Collections:
 
     def __init__(self) -> None:
         self.seconds, self.full_seconds, self._start = 0.0, 0.0, 0.0
+        self.full_count = 0
         gc.callbacks.append(self._callback)
 
     def _callback(self, phase: str, info: dict) -> None:
@@ -134,6 +135,7 @@ class Collections:
             self.seconds += time.process_time() - self._start
             if info["generation"] == 2:
                 self.full_seconds += time.process_time() - self._start
+                self.full_count += 1
 
 
 COLLECTIONS = Collections()
@@ -141,18 +143,18 @@ COLLECTIONS = Collections()
 
 def clock() -> tuple[float, ...]:
     return (time.process_time(), time.perf_counter(), COLLECTIONS.seconds,
-            COLLECTIONS.full_seconds)
+            COLLECTIONS.full_seconds, COLLECTIONS.full_count)
 
 
 def since(start: tuple[float, ...]) -> tuple[float, ...]:
-    """CPU, wall, garbage-collection and full-pass seconds since ``start``."""
+    """CPU, wall, garbage-collection and full-pass seconds, and full passes, since ``start``."""
     return tuple(now - then for now, then in zip(clock(), start))
 
 
 def reasoning_gym_alone(observations: dict, actions: dict) -> tuple[float, ...]:
-    """CPU, wall, collection and full-pass seconds reasoning-gym, with its own scorers, takes
-    to generate these questions and score these completions (our own canned text: safe to
-    score with them)."""
+    """CPU, wall, collection and full-pass seconds (and full passes) reasoning-gym, with its
+    own scorers, takes to generate these questions and score these completions (our own canned
+    text: safe to score with them)."""
     safe_scorers.restore()
     try:
         start = clock()
@@ -178,7 +180,7 @@ def timed_step(env, actions: dict, protections: bool) -> tuple[dict, tuple]:
         out = env.step(actions)
         step = since(start)
         read_observations(out[0]), read_everything(out[4])
-        cpu, wall, collections, full = since(start)
+        cpu, wall, collections, full, full_count = since(start)
         copies = plain_observations(out[0]), plain(out[4], {})
         gc.disable()  # the reader's own work, without the passes its allocations would set off
         try:
@@ -188,6 +190,7 @@ def timed_step(env, actions: dict, protections: bool) -> tuple[dict, tuple]:
         finally:
             gc.enable()
         return {"step": step[0], "cpu": cpu, "wall": wall, "gc": collections, "full": full,
+                "full_count": full_count,
                 "plain_read": plain_read}, out
     finally:
         safe_scorers.apply()
@@ -238,6 +241,7 @@ def measure(n: int, rounds: int, seed: int = 0, protections: bool = True) -> dic
             # full passes go over every object of the process, most of them the imported
             # modules', at a rate set by what survives each round: the ratio without them
             "full_ms": sum(s["full"] + f[3] for s, f in zip(steps, floors)) * 1e3,
+            "full_count": sum(s["full_count"] + f[4] for s, f in zip(steps, floors)),
             "ratio_no_full": sum(o - s["full"] - f[3] for o, s, f in zip(own, steps, floors))
             / rg,
             "load": (load, os.getloadavg()[0])}
@@ -267,7 +271,9 @@ def report(results: list[dict], load: tuple[float, float], command: str) -> str:
         "and read / during reasoning-gym alone (medians); every pass is charged to the env (a "
         "pass goes over the env's long-lived state, whichever allocation sets it off); **full "
         "passes**: the passes over every object of the process (most of them the imported "
-        "modules'), total over the rounds, and the ratio without them;",
+        "modules'), how many and their total time over the rounds, and the ratio without "
+        "them (a full pass comes when enough objects have outlived two younger passes: where "
+        "a round leaves few behind, once in many rounds, so small swarms run more rounds);",
         "- **env** = step + read - plain read + the passes during reasoning-gym alone: the "
         "step and whatever its observations defer to their reading; **reasoning-gym** = its "
         "time less its passes; **env / rg** = total env over total reasoning-gym alone "
@@ -275,8 +281,8 @@ def report(results: list[dict], load: tuple[float, float], command: str) -> str:
         "",
         "| n | protections | rounds | completions | step (ms) | read (ms) | plain read (ms) | "
         "gc: env / rg (ms) | env (ms) | reasoning-gym (ms) | env / rg (range) | (step + read) "
-        "/ rg | full passes (ms, all rounds) | env / rg without them | env wall (ms) | rg wall "
-        "(ms) | load |",
+        "/ rg | full passes (count, ms: all rounds) | env / rg without them | env wall (ms) | "
+        "rg wall (ms) | load |",
         "|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
@@ -286,7 +292,8 @@ def report(results: list[dict], load: tuple[float, float], command: str) -> str:
             f"{r['plain_read_ms']:.1f} | {r['gc_env_ms']:.1f} / {r['gc_rg_ms']:.1f} | "
             f"{r['env_ms']:.1f} | {r['rg_ms']:.1f} | "
             f"{r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "
-            f"{r['raw_ratio']:.2f} | {r['full_ms']:.0f} | {r['ratio_no_full']:.2f} | "
+            f"{r['raw_ratio']:.2f} | {r['full_count']}, {r['full_ms']:.0f} | "
+            f"{r['ratio_no_full']:.2f} | "
             f"{r['wall_ms']:.1f} | {r['rg_wall_ms']:.1f} | "
             f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
     findings = []
@@ -311,11 +318,14 @@ def report(results: list[dict], load: tuple[float, float], command: str) -> str:
 
 
 def rounds_for(n: int, rounds: int) -> int:
-    """More timed rounds for the smallest swarm, fewer for the big ones (a round of 4,096
-    nodes takes seconds)."""
-    if n <= 8:
-        return 3 * rounds  # a round of 8 nodes is short: one collection pass would decide it
-    return rounds if n <= 64 else max(3, rounds // (3 if n <= 512 else 6))
+    """Timed rounds for a swarm of ``n``: ``rounds`` at n = 512, 30x as many at n <= 8 and 5x
+    at n <= 64, a sixth at 4,096 (a round takes seconds), at least 3. The collector's full
+    passes, charged to the env, come once in many rounds where a round leaves few objects
+    behind (BENCHMARKS.md counts them): a ratio holds their average cost only over rounds that
+    hold several."""
+    if n <= 64:
+        return rounds * (30 if n <= 8 else 5)
+    return max(3, rounds if n <= 512 else rounds // 6)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
 """``PoolView``: the pool's groups less one node's, as a read-only sequence that copies nothing;
-``CopiedOnRead``: a sequence of copies, each made when it is first read.
+``CopiedOnRead``: a sequence of copies, made when it is first read.
 
 Every node is shown the pool without its own groups, and the env samples each node's external
 groups from the same. A tuple per node would copy the whole pool once a node: memory and time
@@ -14,8 +14,8 @@ by field and arrays by value (a tuple of groups holding arrays cannot compare it
 pickles and copies as a tuple.
 
 What observations show of the pool is a view of a ``CopiedOnRead`` of the pool's records: a
-round's copy of a group is made when some node first reads it (most agents never read the
-pool), then shared by every view, whichever node reads it and in which thread.
+round's copies of the groups are made when some node first reads the pool (most agents never
+do), then shared by every view, whichever node reads it and in which thread.
 """
 
 from __future__ import annotations
@@ -29,41 +29,48 @@ from typing import Any
 
 import numpy as np
 
+from sapo_env.collection_pause import paused_collection
 from sapo_env.types import Group
 
 
 class CopiedOnRead(Sequence):
-    """``copy(record)`` of each of ``records``, made at its first read and kept: every read of
-    an item returns the same copy. The records must not change while the sequence is read."""
+    """``copy(record)`` of each of ``records``, all made at the first read of any of them and
+    kept: every read returns the same copies. The records must not change while it is read.
+    The copies are made together with automatic garbage collection paused, as observations
+    are made in a step: made one by one, a read of a big pool would set off the collector's
+    passes over the whole process many times."""
 
     __slots__ = ("_records", "_copy", "_copies", "_lock")
 
     def __init__(self, records: tuple[Any, ...], copy: Callable[[Any], Any]):
         self._records = records
         self._copy = copy
-        self._copies: list[Any] = [None] * len(records)
-        self._lock = Lock()  # two threads reading one item get one copy
+        self._copies: tuple[Any, ...] | None = None
+        self._lock = Lock()  # two threads reading at once get the same copies
 
     def __len__(self) -> int:
         return len(self._records)
 
     def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return tuple(map(self._item, range(*index.indices(len(self)))))
-        i = operator.index(index)
-        return self._item(i + len(self) if i < 0 else i)
+        return self._copied()[index]
 
-    def _item(self, i: int) -> Any:
-        copy = self._copies[i]  # IndexError for an index out of range
-        if copy is None:
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._copied())
+
+    def _copied(self) -> tuple[Any, ...]:
+        if self._copies is None:
             with self._lock:
-                copy = self._copies[i]
-                if copy is None:
-                    copy = self._copies[i] = self._copy(self._records[i])
-        return copy
+                if self._copies is None:
+                    self._copies = _copy_all(self._records, self._copy)
+        return self._copies
 
     def __reduce__(self) -> tuple:
-        return tuple, (tuple(self),)
+        return tuple, (self._copied(),)
+
+
+@paused_collection
+def _copy_all(records: tuple[Any, ...], copy: Callable[[Any], Any]) -> tuple[Any, ...]:
+    return tuple(map(copy, records))
 
 
 class PoolView(Sequence):

@@ -121,21 +121,29 @@ class _Counting:
         return dict(record)
 
 
-def test_copied_on_read_copies_each_item_once_at_its_first_read():
+def test_copied_on_read_copies_nothing_before_a_read_and_each_record_once():
     records = tuple({"k": k} for k in range(5))
     copy = _Counting()
     items = CopiedOnRead(records, copy)
     assert len(items) == 5 and copy.calls == 0
     first = items[1]
     assert first == {"k": 1} and first is not records[1] and items[1] is first
-    assert items[-4] is first and copy.calls == 1
-    assert items[1:3] == ({"k": 1}, {"k": 2}) and copy.calls == 2
+    assert items[-4] is first and items[1:3] == ({"k": 1}, {"k": 2})
+    assert list(items) == list(records) and copy.calls == 5  # all at the first read, once
     with pytest.raises(IndexError):
         items[5]
     with pytest.raises(TypeError):
         items["1"]
     assert pickle.loads(pickle.dumps(items)) == tuple(records)  # pickles as a tuple
     assert copy.calls == 5
+
+
+def test_copied_on_read_copies_with_collection_paused_and_restores_it():
+    seen = []
+    items = CopiedOnRead(({"k": 0},), lambda r: seen.append(gc.isenabled()) or dict(r))
+    assert gc.isenabled()
+    items[0]
+    assert seen == [False] and gc.isenabled()
 
 
 def test_copied_on_read_makes_one_copy_an_item_across_threads():
@@ -151,7 +159,7 @@ def test_the_pool_is_copied_when_read_as_it_was_when_shown():
     _, shown = _played(n=4)  # the same run, its pool read at once
     read_at_once = pickle.dumps(tuple(shown["node_0"]["pool"]))
     pool = observations["node_0"]["pool"]
-    assert all(c is None for c in pool._groups._copies)  # nothing copied before a read
+    assert pool._groups._copies is None  # nothing copied before a read
     env.step(_actions(observations))  # the env moves on; what it showed does not
     assert pickle.dumps(tuple(pool)) == read_at_once
     by_id = {g["id"]: g for g in observations["node_1"]["pool"]}
