@@ -15,9 +15,9 @@ group and question an observation holds is a copy made when the observation is, 
 
 Each of the env's records is copied once per call and the copy shared by every view that shows
 it (``RoundCopies``): a pooled group by every node's view of the pool (a
-``sapo_env.pool_view.PoolView``, no tuple per node; a pooled group is copied when a node first
-reads it, as most agents never do), a ref by its question and the groups that answer it, a
-task's config by every ref into it. An agent that goes around the guard
+``sapo_env.pool_view.PoolView``, no tuple per node; the pool's groups are copied when a node
+first reads the pool, as most agents never do), a ref by its question and the groups that
+answer it, a task's config by every ref into it. An agent that goes around the guard
 (``dict.__setitem__(group, ...)``) changes what others are shown that round, never the env's
 state. Whatever an agent does to its observation, the pool, the batches, the
 questions dealt and the config stay as they were (tests/test_observation_copies.py).

@@ -137,8 +137,8 @@ class SharedPool:
         return self._all.without(node)
 
     def copied_view(self, copy: Callable[[Group], Group]) -> Callable[[str | None], PoolView]:
-        """:meth:`from_others` over ``copy(group)`` of every group, each copied once, when it
-        is first read: what observations show of the pool, none of the pool's own records."""
+        """:meth:`from_others` over ``copy(group)`` of every group, all copied once, at the
+        first read of any view: what observations show of the pool, none of its own records."""
         copies, runs = CopiedOnRead(self._all.groups, copy), self._all.runs
         return lambda node: PoolView(copies, runs.get(node, ()))
 
