@@ -26,7 +26,7 @@ $(if $(TORCH_INDEX),\
 	$(PIP) "$(TORCH)")
 endef
 
-.PHONY: demo test lint bench clean notebooks docs-tables
+.PHONY: demo committed test lint bench clean notebooks docs-tables
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,11 +78,12 @@ $(VENV)/.demo: $(VENV)/.core
 	touch $@
 
 FULL_TINY_RUN := records/tiny-reproduce/lr3e-4/results.md
+WHERE_SHARING_PAYS := records/where-sharing-pays/README.md
 QUICK_TINY_RUN := out/reproduce-tiny-quick
 
 # It prints what it trains and for how long first, and bars while it warm-starts and runs; then
-# this run's table, this run's per-seed differences, and the committed sweep's summary, each
-# headed with whose it is.
+# this run's table, this run's per-seed differences, the committed sweep's summary and the
+# committed compute-matched comparisons, each headed with whose it is.
 demo: $(VENV)/.demo
 	$(VENV)/bin/sapo-env reproduce --learner tiny --quick --tiny-dtype fast
 	@echo
@@ -92,13 +93,25 @@ demo: $(VENV)/.demo
 	@awk '/^## Per seed$$/{p=1; next} p && /^\|/{t=1; print; next} t{exit}' \
 	     $(QUICK_TINY_RUN)/results.md
 	@echo
+	@$(MAKE) --no-print-directory committed
+	@echo
+	@echo "This run's files: $(QUICK_TINY_RUN)/ (results.md, *.png); TensorBoard:" \
+	      "$(VENV)/bin/tensorboard --logdir $(QUICK_TINY_RUN)/tensorboard"
+
+# What the committed sweeps found, which make demo prints after this run's tables (no
+# install, no run: awk over the committed reports).
+committed:
 	@echo "== NOT this run: the full sweep committed in $(FULL_TINY_RUN)" \
 	      "(200 rounds x 3 seeds, float32, 6 configurations), its table only =="
 	@echo
 	@awk '/^## /{exit} /^\| configuration/{p=1} p' $(FULL_TINY_RUN)
 	@echo
-	@echo "This run's files: $(QUICK_TINY_RUN)/ (results.md, *.png); TensorBoard:" \
-	      "$(VENV)/bin/tensorboard --logdir $(QUICK_TINY_RUN)/tensorboard"
+	@echo "== NOT this run: 4/4 against 8/0 and against 4/0 in three other regimes, committed" \
+	      "in $(WHERE_SHARING_PAYS) (200 rounds x 12 seeds, bfloat16, 4/4 with TIS, Holm)" \
+	      "=="
+	@echo
+	@awk '/^## The three regimes, read together$$/{p=1; next} p && /^\|/{t=1; print; next} t{exit}' \
+	     $(WHERE_SHARING_PAYS)
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q

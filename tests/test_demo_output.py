@@ -1,10 +1,13 @@
 """What ``make demo`` (``sapo-env reproduce --learner tiny --quick``) prints: the table led by
-the ratio to 8/0, a plain line for a warm start that stopped short of its target, and whole
-lines instead of progress bars where the output is not a terminal."""
+the ratio to 8/0, 4/4 against its compute-matched control, the committed tables, a plain line
+for a warm start that stopped short of its target, and whole lines instead of progress bars
+where the output is not a terminal."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -53,6 +56,39 @@ def test_the_printed_table_leads_with_the_ratio_to_8_0_and_leaves_the_batch_rati
     # results.md keeps the full table, the batch ratio in it
     full_header = table_lines(format_markdown(rows, config))[0]
     assert "| ratio to 8/0 | batch ratio |" in full_header
+
+
+def with_control(runs, control_reward, seeds=3):
+    """``runs`` and a 4/0 arm earning ``control_reward`` a node-round (1% more a seed)."""
+    rounds, nodes = runs["8/0"][0]["rewards"].shape
+    return runs | {"4/0": [{"rewards": np.full((rounds, nodes), control_reward * (1 + 0.01 * s)),
+                            "batch_rewards": np.full((rounds, nodes), control_reward),
+                            "generated": np.full((rounds, nodes), 32),
+                            "held_out_rounds": np.zeros(0, dtype=np.int64),
+                            "held_out_scores": np.zeros((0, nodes))} for s in range(seeds)]}
+
+
+@pytest.mark.parametrize("control, ratio, said", [
+    (0.15, "1.20 ± 0.00", "sharing earned more"),
+    (0.20, "0.90 ± 0.00", "sharing earned less"),
+])
+def test_4_4_is_compared_with_its_compute_matched_control_both_ways(control, ratio, said):
+    """Beside the ratio to 8/0, the demo prints 4/4 against 4/0 (equal generation and optimizer
+    steps), paired by seed, and says which way it went, whichever way that is."""
+    config = ReproduceConfig(learner="tiny", quick=True, rounds=10, seeds=3)
+    runs = with_control(fake_runs(), control)
+    printed = headline_markdown(summarise(config, runs), config, runs)
+    line = next(x for x in printed.splitlines() if x.startswith("At equal generation"))
+    assert "4/4 against 4/0" in line and f", {ratio}, paired by seed" in line
+    assert line.endswith(f": {said}.")
+    assert line in format_markdown(summarise(config, runs), config, runs)
+
+
+def test_no_compute_matched_line_without_the_control():
+    config = ReproduceConfig(learner="tiny", quick=True, rounds=10, seeds=3,
+                             experiments=("8/0", "4/4"))
+    runs = fake_runs()
+    assert "At equal generation" not in headline_markdown(summarise(config, runs), config, runs)
 
 
 def test_the_command_prints_the_headline_in_place_of_the_table(tmp_path, capsys):
@@ -124,3 +160,19 @@ def test_the_sweep_prints_the_line_for_a_cached_warm_start(tmp_path, monkeypatch
     assert capsys.readouterr().out.splitlines() == [
         "warm start basic_arithmetic stopped at its 600-step cap short of its target: held-out "
         "accuracy basic_arithmetic 0.21 (target 0.3); it is used as it is"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_demo_ends_with_the_committed_tables_it_names():
+    """``make committed`` (the end of ``make demo``) prints the committed tiny sweep's table and
+    the three regimes' compute-matched comparisons from the committed reports: an edit that
+    moves either table out of awk's reach prints a heading over nothing, and fails here."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([shutil.which("make"), "-s", "committed"], cwd=root, check=True,
+                         capture_output=True, text=True, timeout=60).stdout
+    first, second = out.split("== NOT this run")[1:]
+    assert "| configuration | I | J |" in first and "| 4/4 | 4 | 4 |" in first
+    rows = [line for line in second.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| regime | complementarity | 4/4 - 8/0 (per round) | 4/4 - 4/0")
+    assert [r.split(" | ")[0] for r in rows[2:]] == [
+        "| partial specialists", "| one stronger peer (the weaker seven)", "| a common base"]

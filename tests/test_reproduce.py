@@ -90,14 +90,14 @@ def test_quick_changes_only_the_defaults():
 
 def test_the_tiny_learner_has_its_own_full_and_quick_sweeps():
     """The tiny sweep's defaults are those of the run in records/tiny-reproduce/, and its quick
-    run (make demo) is 8/0 against 4/4; a value given explicitly is kept."""
+    run (make demo) is 8/0, 4/0 and 4/4; a value given explicitly is kept."""
     tiny = rp.ReproduceConfig(learner="tiny")
     assert (tiny.rounds, tiny.seeds, tiny.held_out_every, tiny.held_out_questions) == (
         200, 3, 50, 32)
     assert tiny.experiments == rp.config.PAPER_AND_TWO_CONTROLS
     quick = rp.ReproduceConfig(learner="tiny", quick=True)
     assert (quick.experiments, quick.rounds, quick.seeds, str(quick.out)) == (
-        ("8/0", "4/4"), 40, 4, "out/reproduce-tiny-quick")
+        ("8/0", "4/0", "4/4"), 40, 4, "out/reproduce-tiny-quick")
     assert rp.ReproduceConfig(learner="tiny", quick=True, experiments=("2/6",),
                               seeds=5).experiments == ("2/6",)
     assert rp.ReproduceConfig(quick=True).experiments == rp.ReproduceConfig().experiments

@@ -22,14 +22,14 @@ def test_the_demo_says_what_it_trains_and_how_long_its_warm_starts_and_runs_take
     text = " ".join(plan_text(config).split())  # as read, not as folded
     assert "nodes 0, 2, 4, 6 warm-started on basic_arithmetic" in text
     assert "nodes 1, 3, 5, 7 warm-started on spell_backward" in text
-    assert "40 rounds x 4 seeds = 8 runs" in text and "8/0, no sharing" in text
+    assert "40 rounds x 4 seeds = 12 runs" in text and "8/0, no sharing" in text
     warm = " ".join(next(b for b in bullets if "warm start" in b).split())
     assert warm.startswith("First, 2 of 2 warm starts") and str(tmp_path / "cache") in warm
     # at most 600 steps x 0.36 s of CPU each, two at a time
     assert "at most 3.6 min wall, 7.2 min of CPU" in warm
     runs = " ".join(bullets[-1].split())
-    # 8 runs x 40 rounds x 8 nodes x 0.41 s, over 2 processes
-    assert "8 runs to do, 2 at a time: about 8.7 min wall, 17.5 min of CPU" in runs
+    # 12 runs x 40 rounds x 8 nodes x 0.41 s, over 2 processes
+    assert "12 runs to do, 2 at a time: about 13.1 min wall, 26.2 min of CPU" in runs
 
 
 def test_the_simulated_quick_sweep_has_no_warm_start_and_says_its_time(tmp_path):

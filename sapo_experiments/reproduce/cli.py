@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     d = ReproduceConfig()
     parser.add_argument("--quick", action="store_true", help=_help("quick", tail=(
         f" Simulated learners: {QUICK['rounds']} rounds, {QUICK['seeds']} seeds; tiny "
-        f"learners: 8/0 against 4/4, {TINY_QUICK['rounds']} rounds, {TINY_QUICK['seeds']} "
+        f"learners: {', '.join(TINY_QUICK['experiments'])}, {TINY_QUICK['rounds']} rounds, "
+        f"{TINY_QUICK['seeds']} "
         "seeds (make demo).")))
     parser.add_argument("--protocol", choices=["paper", "fixed"], default=d.protocol,
                         help=_help("protocol", default=d.protocol))

@@ -74,6 +74,11 @@ controls (the runs in records/reproduce/ and records/tiny-reproduce/)."""
 
 BY_LABEL = {e.label: e for e in CONDITIONS} | {e.slug: e for e in CONDITIONS}
 
+COMPUTE_MATCHED: dict[str, str] = {"4/4": "4/0"}
+"""A sharing configuration -> its compute-matched control: the isolated configuration that
+generates as many completions and takes as many optimizer steps a round, without sharing.
+Reports compare the two beside the ratio to 8/0 where a sweep runs both."""
+
 
 FULL: dict[str, Any] = {"rounds": 2000, "seeds": 3, "held_out_every": 100,
                         "held_out_questions": 64, "out": "out/reproduce",
@@ -90,8 +95,9 @@ TINY_FULL: dict[str, Any] = {"rounds": 200, "seeds": 3, "held_out_every": 50,
 (2000 rounds were not run)."""
 TINY_QUICK: dict[str, Any] = {"rounds": 40, "seeds": 4, "held_out_every": 40,
                               "held_out_questions": 16, "out": "out/reproduce-tiny-quick",
-                              "experiments": ("8/0", "4/4")}
-"""The tiny learner's quick run (``make demo``): 8/0 against 4/4 for 40 rounds, 4 seeds."""
+                              "experiments": ("8/0", "4/0", "4/4")}
+"""The tiny learner's quick run (``make demo``): 4/4 against 8/0 (per round) and against 4/0
+(at equal generation and optimizer steps) for 40 rounds, 4 seeds."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +107,10 @@ class ReproduceConfig(SweepConfig):
     ``FULL`` or ``QUICK``, or with the tiny learner ``TINY_FULL`` or ``TINY_QUICK``: seeds per
     configuration 3, sim quick 2, tiny quick 4; rounds 2000, quick 100, tiny 200, tiny quick 40.
     ``quick=True`` is a quick run: with the simulated learner a smoke test (about a minute on a
-    CPU) whose table says it is too short to conclude anything; with the tiny learner 8/0 against
-    4/4 for 40 rounds (``make demo``), whose table says whether its seeds decide the difference. On
-    Ray (``ray``), ``gpus_per_run=1`` puts each GRPO learner on a GPU, and checkpoints and
-    TensorBoard runs are written where a task runs."""
+    CPU) whose table says it is too short to conclude anything; with the tiny learner 8/0, 4/0
+    and 4/4 for 40 rounds (``make demo``), whose tables say whether its seeds decide the
+    differences. On Ray (``ray``), ``gpus_per_run=1`` puts each GRPO learner on a GPU, and
+    checkpoints and TensorBoard runs are written where a task runs."""
 
     learner: Learner | AgentFactory = "sim"
     """Who plays the nodes: ``"sim"``, simulated learners (CPU; the full sweep takes minutes; a
@@ -118,7 +124,7 @@ class ReproduceConfig(SweepConfig):
     """Model of the GRPO learner: a hub id, a path or ``"smollm2-135m"``."""
     experiments: tuple[str, ...] | None = None
     """Conditions to run, by label or slug (see ``CONDITIONS``; None: the paper's four
-    and the reviewers' two controls, or tiny quick 8/0 and 4/4)."""
+    and the reviewers' two controls, or tiny quick 8/0, 4/0 and 4/4)."""
     protocol: Protocol = "paper"
     """``"paper"``: a node with J external groups answers I = 8 - J questions (the paper's
     Section 5); ``"fixed"``: every node answers 8 questions whatever its J and trains on I of

@@ -14,7 +14,7 @@ import numpy as np
 from sapo_env.runtime.metrics import PAPER_WINDOW
 from sapo_experiments.intervals import ci_digits, side_as_printed
 from sapo_experiments.learners import describe
-from sapo_experiments.reproduce.config import BY_LABEL, ReproduceConfig
+from sapo_experiments.reproduce.config import BY_LABEL, COMPUTE_MATCHED, ReproduceConfig
 
 
 def smoothing_window(rounds: int) -> int:
@@ -200,6 +200,9 @@ def format_markdown(rows: Sequence[Row], config: ReproduceConfig,
             f"| {format_value(r.reward_per_1k, None, 2)} | {format_value(r.final_reward, None, 3)} "
             f"| {format_value(r.held_out, None, 3)} |")
     lines += ["", verdict(rows, config)]
+    matched = matched_markdown(runs) if runs else ""
+    if matched:
+        lines += ["", matched]
     compute = compute_markdown(rows)
     change = change_markdown(runs, smoothing_window(config.rounds)) if runs else ""
     return ("\n".join(lines) + "\n" + ("\n" + compute if compute else "")
@@ -210,7 +213,8 @@ def headline_markdown(rows: Sequence[Row], config: ReproduceConfig,
                       runs: dict[str, list[dict[str, Any]]] | None = None) -> str:
     """What ``sapo-env reproduce`` prints (``make demo``'s table): led by what the sweep
     compares, each configuration's ratio to 8/0, then its cumulative reward, held-out pass@1
-    and the paper's ratio; the verdict; a line naming what only ``results.md``'s table has (the
+    and the paper's ratio; the verdict; sharing against its compute-matched control where both
+    ran (``matched_markdown``); a line naming what only ``results.md``'s table has (the
     batch ratio among them, which is not this comparison); what changed over the run."""
     lines = [
         f"{config.n_agents} nodes, {config.rounds} rounds, {learner_text(config)}, "
@@ -228,7 +232,8 @@ def headline_markdown(rows: Sequence[Row], config: ReproduceConfig,
             f"| {r.experiment} | {format_ratio(r.ratio, r.ratio_ci)} "
             f"| {format_value(r.cumulative, r.cumulative_ci)} | {r.local} | {r.external} "
             f"| {format_value(r.held_out, None, 3)} | {format_value(r.paper_ratio, None, 2)} |")
-    lines += ["", verdict(rows, config), "",
+    matched = matched_markdown(runs) if runs else ""
+    lines += ["", verdict(rows, config)] + (["", matched] if matched else []) + ["",
               f"The full table in {config.out}/results.md adds the paper's cumulative rewards, "
               "the completions a node generated, its reward per 1,000 of them, the final "
               "moving reward, the compute per node-round and the batch ratio (the same ratio of "
@@ -236,6 +241,31 @@ def headline_markdown(rows: Sequence[Row], config: ReproduceConfig,
               "log, which favours sharing and filtering by construction; not this comparison)."]
     change = change_markdown(runs, smoothing_window(config.rounds)) if runs else ""
     return "\n".join(lines) + "\n" + ("\n" + change if change else "")
+
+
+def matched_markdown(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Each sharing configuration against its compute-matched control (``COMPUTE_MATCHED``)
+    where both ran on the same seeds: the ratio of their cumulative rewards, paired by seed,
+    with its 95% CI, the seeds in which sharing earned more, and whether the CI excludes 1.
+    Empty where no pair ran."""
+    cumulative = cumulative_rewards(runs)
+    lines = []
+    for shared, control in COMPUTE_MATCHED.items():
+        if shared not in cumulative or control not in cumulative:
+            continue
+        a, b = np.array(cumulative[shared]), np.array(cumulative[control])
+        if len(a) != len(b) or not np.all(b > 0):
+            continue
+        ratio, ci = mean_ci(a / b)
+        side = side_as_printed(ratio, ci, 1.0, ratio_digits(ratio, ci)) if len(a) > 1 else 0
+        said = {1: "sharing earned more", -1: "sharing earned less",
+                0: "not distinguishable here (the CI includes 1)"}[side]
+        lines.append(
+            f"At equal generation and optimizer steps: {shared} against {control} (which "
+            f"generates what {shared} generates and steps as often, without sharing), "
+            f"{format_ratio(ratio, ci)}, paired by seed, higher in {int((a > b).sum())} of "
+            f"{len(a)} seeds: {said}.")
+    return "\n".join(lines)
 
 
 def learner_text(config: ReproduceConfig) -> str:
