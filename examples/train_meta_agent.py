@@ -20,6 +20,10 @@ Run:
     python examples/train_meta_agent.py --quick      # a smoke test
     tensorboard --logdir runs/meta/tensorboard
 
+The nodes inside are the calibrated simulated learners; ``--learner MODULE:FACTORY`` takes any
+agent factory, e.g. ``sapo_experiments.bench_ratio.tracks:BENCH_LEARNER``, the nodes of
+``sapo-env bench-ratio``'s simulated track (the model then plays that track's world).
+
 Measured times (the default was not timed): BENCHMARKS.md, "Commands as a user runs them".
 
 Needs the ``meta`` extra: ``pip install 'sapo-env[meta]'`` (stable-baselines3, SuperSuit,
@@ -47,8 +51,7 @@ import sapo_env
 import sapo_env.runtime
 from agents.ratio.rules import FixedRatio
 from agents.ratio.sb3 import SB3Ratio
-from sapo_experiments import meta
-from sapo_experiments.learners import simulated_learners
+from sapo_experiments import learners, meta
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,6 +62,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timesteps", type=int, default=96_000,
                         help="PPO timesteps: node-rounds, so n x rounds per episode")
     parser.add_argument("--n", type=int, default=8, help="nodes in the swarm")
+    parser.add_argument("--learner", type=learners.load,
+                        default="sapo_experiments.learners:simulated_learners",
+                        metavar="MODULE:FACTORY",
+                        help="the agent factory of the nodes inside, in training and in the "
+                             "evaluation (sapo_experiments.learners)")
     parser.add_argument("--rounds", type=int, default=meta.DEFAULT_MAX_ROUNDS,
                         help="rounds per episode (and per evaluation run)")
     parser.add_argument("--reward", choices=sorted(meta.REWARDS), default="own",
@@ -84,8 +92,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def make_vec_env(args: argparse.Namespace, seed: int):
     """The meta env as a stable-baselines3 VecEnv: one slot per node, all sharing one policy."""
-    env = meta.parallel_env(n=args.n, max_rounds=args.rounds, reward=args.reward,
-                            generation_cost=args.generation_cost)
+    env = meta.parallel_env(n=args.n, learner=args.learner, max_rounds=args.rounds,
+                            reward=args.reward, generation_cost=args.generation_cost)
     venv = ss.pettingzoo_env_to_vec_env_v1(env)  # n slots: parameter sharing
     venv = ss.concat_vec_envs_v1(venv, 1, num_cpus=0, base_class="stable_baselines3")
     # SuperSuit's SB3 wrapper cannot take a seed through PPO(seed=...) (its inner vec env has
@@ -121,10 +129,10 @@ def evaluate(args: argparse.Namespace, model: PPO, eval_seeds: list[int]) -> dic
         cumulative, objective, generated, mean_j = [], [], [], []
         for seed in eval_seeds:
             env = sapo_env.parallel_env(n=args.n, max_rounds=args.rounds)
-            learners = simulated_learners(env.possible_agents, 4, np.random.SeedSequence(seed))
+            nodes = args.learner(env.possible_agents, 4, np.random.SeedSequence(seed))
             policies = {a: make_policy() for a in env.possible_agents}
-            history = sapo_env.runtime.run(env, learners, seed=seed, progress=False,
-                                   ratio_policies=policies)
+            history = sapo_env.runtime.run(env, nodes, seed=seed, progress=False,
+                                           ratio_policies=policies)
             net = history.rewards - args.generation_cost * history.generated
             cumulative.append(history.cumulative_reward)
             objective.append(float(net.mean(axis=1).sum()))  # what training maximised

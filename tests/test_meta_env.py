@@ -304,15 +304,36 @@ def test_ratio_features_values_defaults_and_bounds():
 
 @pytest.mark.slow
 def test_training_example_quick_run(tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "train_meta_agent.py"
-    spec = importlib.util.spec_from_file_location("train_meta_agent", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = _training_example()
     results = example.main(["--quick", "--out", str(tmp_path)])
     assert set(results) == {"fixed J=0", "fixed J=4", "PPO (learned)"}
     assert (tmp_path / "ppo_ratio.zip").exists() and (tmp_path / "tensorboard").is_dir()
     out = capsys.readouterr().out
     assert "held-out evaluation" in out and "tensorboard --logdir" in out
+
+
+def _training_example():
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("supersuit")
+    path = Path(__file__).resolve().parents[1] / "examples" / "train_meta_agent.py"
+    spec = importlib.util.spec_from_file_location("train_meta_agent", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+def test_training_example_takes_the_learner_by_import_path(capsys):
+    """The nodes PPO trains among are the calibrated simulated learners unless ``--learner``
+    names another factory (the simulated track's, to evaluate the model on its tracks)."""
+    from sapo_experiments.bench_ratio.tracks import BENCH_LEARNER
+    from sapo_experiments.learners import simulated_learners
+
+    example = _training_example()
+    assert example.parse_args([]).learner is simulated_learners
+    args = example.parse_args(["--learner", "sapo_experiments.bench_ratio.tracks:BENCH_LEARNER"])
+    assert args.learner is BENCH_LEARNER
+    with pytest.raises(SystemExit):
+        example.parse_args(["--learner", "no_such_module:factory"])
+    assert "--learner: invalid" in capsys.readouterr().err
