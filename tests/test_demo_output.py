@@ -84,6 +84,20 @@ def test_4_4_is_compared_with_its_compute_matched_control_both_ways(control, rat
     assert line in format_markdown(summarise(config, runs), config, runs)
 
 
+def test_the_compute_matched_line_says_when_it_has_no_ci_or_no_ratio():
+    from sapo_experiments.reproduce.report import matched_markdown
+
+    def runs(shared, control):
+        return {"4/4": [{"rewards": np.full((5, 2), v)} for v in shared],
+                "4/0": [{"rewards": np.full((5, 2), v)} for v in control]}
+
+    assert matched_markdown(runs([0.2], [0.1])).endswith(
+        ", 2.00, paired by seed, higher in 1 of 1 seeds: one seed, so no confidence interval.")
+    assert matched_markdown(runs([0.2, 0.3], [0.1, 0.0])).endswith(
+        ": no ratio, 4/0 earned nothing in a seed.")
+    assert matched_markdown(runs([0.2, 0.3], [0.1])) == ""  # not the same seeds
+
+
 def test_no_compute_matched_line_without_the_control():
     config = ReproduceConfig(learner="tiny", quick=True, rounds=10, seeds=3,
                              experiments=("8/0", "4/4"))

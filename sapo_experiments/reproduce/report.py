@@ -246,25 +246,31 @@ def headline_markdown(rows: Sequence[Row], config: ReproduceConfig,
 def matched_markdown(runs: dict[str, list[dict[str, Any]]]) -> str:
     """Each sharing configuration against its compute-matched control (``COMPUTE_MATCHED``)
     where both ran on the same seeds: the ratio of their cumulative rewards, paired by seed,
-    with its 95% CI, the seeds in which sharing earned more, and whether the CI excludes 1.
-    Empty where no pair ran."""
+    with its 95% CI, the seeds in which sharing earned more, and whether the CI excludes 1 (a
+    line without a ratio where the control earned nothing in a seed). Empty where no pair ran
+    on the same seeds."""
     cumulative = cumulative_rewards(runs)
     lines = []
     for shared, control in COMPUTE_MATCHED.items():
         if shared not in cumulative or control not in cumulative:
             continue
         a, b = np.array(cumulative[shared]), np.array(cumulative[control])
-        if len(a) != len(b) or not np.all(b > 0):
+        if len(a) != len(b):
+            continue  # not run on the same seeds: nothing to pair
+        lead = (f"At equal generation and optimizer steps: {shared} against {control} (which "
+                f"generates what {shared} generates and steps as often, without sharing)")
+        if not np.all(b > 0):
+            lines.append(f"{lead}: no ratio, {control} earned nothing in a seed.")
             continue
         ratio, ci = mean_ci(a / b)
-        side = side_as_printed(ratio, ci, 1.0, ratio_digits(ratio, ci)) if len(a) > 1 else 0
-        said = {1: "sharing earned more", -1: "sharing earned less",
-                0: "not distinguishable here (the CI includes 1)"}[side]
-        lines.append(
-            f"At equal generation and optimizer steps: {shared} against {control} (which "
-            f"generates what {shared} generates and steps as often, without sharing), "
-            f"{format_ratio(ratio, ci)}, paired by seed, higher in {int((a > b).sum())} of "
-            f"{len(a)} seeds: {said}.")
+        if len(a) < 2:
+            said = "one seed, so no confidence interval"
+        else:
+            said = {1: "sharing earned more", -1: "sharing earned less",
+                    0: "not distinguishable here (the CI includes 1)"}[
+                side_as_printed(ratio, ci, 1.0, ratio_digits(ratio, ci))]
+        lines.append(f"{lead}, {format_ratio(ratio, ci)}, paired by seed, higher in "
+                     f"{int((a > b).sum())} of {len(a)} seeds: {said}.")
     return "\n".join(lines)
 
 
