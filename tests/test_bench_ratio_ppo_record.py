@@ -7,16 +7,13 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from test_bench_ratio_record import seed_order
+
 from sapo_experiments.bench_ratio.config import BenchConfig
 from sapo_experiments.bench_ratio.sweep import tables
 from sapo_experiments.run_files import load_run
 
 PPO = Path(__file__).resolve().parents[1] / "records" / "bench-ratio-real" / "ppo"
-
-
-def seed_order(path: Path) -> tuple[str, int]:
-    cell, seed = path.stem.rsplit("_seed", 1)
-    return cell, int(seed)
 
 
 def test_the_simulated_worlds_report_is_what_its_arrays_give():

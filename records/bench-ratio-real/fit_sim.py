@@ -27,9 +27,9 @@ import numpy as np
 
 import sapo_env
 import sapo_env.runtime
-from agents.ratio.rules import FixedRatio, ScheduledRatio
 from agents.sim.simulated_config import SimulatedLearnerConfig
-from sapo_experiments.bench_ratio.policies import schedule_phases
+from sapo_experiments.bench_ratio.config import BenchConfig
+from sapo_experiments.bench_ratio.policies import spec_of
 from sapo_experiments.bench_ratio.scores import generation_budget, per_seed_scores
 from sapo_experiments.bench_ratio.tracks import REAL_LEARNER
 from sapo_experiments.learners import SimulatedLearners
@@ -49,17 +49,18 @@ GRID = {"lr": (0.005, 0.01, 0.02, 0.04), "off_policy_power": (0.0, 1.0, 2.0, 4.0
 QUALITY = SimulatedLearnerConfig().strategy_quality
 
 
+BENCH = BenchConfig(track="real", rounds=ROUNDS, tuned=None)
+"""What the bench builds a fixed ratio's or a schedule's policy from (its rounds)."""
+
+
 def policy(label: str):
-    """A fixed ratio or a schedule of equal phases over ``ROUNDS``, by its bench label."""
-    if label.startswith("fixed-"):
-        return FixedRatio(int(label.removeprefix("fixed-")))
-    phases = schedule_phases(label)
-    return ScheduledRatio([(k * ROUNDS // len(phases), j) for k, j in enumerate(phases)])
+    """A fixed ratio or a schedule of equal phases over ``ROUNDS``, as the bench builds it."""
+    return spec_of(label).build(None, None, BENCH, {})
 
 
 def first_j(label: str) -> int:
-    return int(label.removeprefix("fixed-")) if label.startswith("fixed-") else (
-        schedule_phases(label)[0])
+    """The J in force in round 0 under ``label``, as in the bench."""
+    return spec_of(label).initial_num_external
 
 
 def simulate(overrides: dict, label: str, seed: int, rounds: int = ROUNDS) -> dict:
