@@ -1,5 +1,7 @@
 """The tiny swarm's copied-prompt path (``batched_swarm(share_prompts=False)``) computes bit for
-bit what it computed when committed runs were made, whatever is done to the shared path's speed.
+bit what it computed when committed runs were made, whatever is done to the shared path's speed;
+the shared path (the default) keeps its own results through speed work that must not change
+them (``SHARED_REFERENCE``).
 
 ``--tiny-copied-prompts`` repeats runs made before prompt sharing existed, so every bit of its
 arithmetic is pinned here: SHA-256 fingerprints of its logits, log-probs and gradients on a fixed
@@ -12,7 +14,8 @@ is not the reference's (MKL and oneDNN choose other kernels on other vendors' CP
 probe can match while a learn step differs: docs/testing.md, "Measured here").
 
 Regenerate (only from a commit whose copied path is the reference):
-``python tests/test_tiny_speed_paths.py``, then paste the printed dictionary.
+``python tests/test_tiny_speed_paths.py``, then paste the printed dictionaries (the second is
+``SHARED_REFERENCE``, regenerated only with a versioned change of the shared path's results).
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ REFERENCE = {
     "learn_step/tiny/bfloat16": "e196279a634e64b8044017c9",
     "learn_step/gqa/bfloat16": "bb41b9420281d7d59e138f28",
     "swarm_rounds/bfloat16": "021629687cec7d35576d190e",
+}
+# The shared-prompt path (the default), recorded at 1641110 before the speed work on generation
+# that keeps its results (weight preparation, sampling), on the same machine.
+SHARED_REFERENCE = {
+    "float32": "c386b3679589114df2b81201",
+    "bfloat16": "903462fd5daa7eb24a02f730",
 }
 
 
@@ -142,16 +151,17 @@ QUESTIONS = ("What is 3 + 4?", "Spell cat backward", "What is 9 - 2?", "Spell do
 UNPINNED = ("seconds", "generated_tokens", "optimizer_steps")
 
 
-def swarm_rounds(dtype: str, rounds: int = 2) -> str:
-    """Two rounds of three tiny nodes, each answering 4 questions with 8 completions of up to
-    12 tokens and training on its own 4 groups and 4 of the next node's (advantages +1 / -1
-    alternately): every completion, every update's statistics, and the weights and Adam moments
-    after. No env: what is pinned is the swarm's arithmetic alone."""
+def swarm_rounds(dtype: str, rounds: int = 2, share_prompts: bool = False) -> str:
+    """Two rounds of three tiny nodes (``share_prompts`` as ``batched_swarm``'s), each
+    answering 4 questions with 8 completions of up to 12 tokens and training on its own 4
+    groups and 4 of the next node's (advantages +1 / -1 alternately): every completion, every
+    update's statistics, and the weights and Adam moments after. No env: what is pinned is the
+    swarm's arithmetic alone."""
     tok = tiny_tokenizer()
     config = GRPOConfig(max_new_tokens=12, learning_rate=3e-3, device="cpu", dtype=dtype)
     agents = batched_swarm([GRPOAgent(tiny_model(tok, TinyModelConfig(), seed=i), tok, config,
                                       seed=i, num_external=4) for i in range(3)],
-                           share_prompts=False)
+                           share_prompts=share_prompts)
     joint = agents[0].joint_actor
     record = []
     for r in range(rounds):
@@ -220,6 +230,13 @@ def test_the_copied_learn_step_is_bit_for_bit_the_reference(name, shape):
 def test_copied_swarm_rounds_are_bit_for_bit_the_reference(name):
     same_kernels_or_skip(name)
     assert swarm_rounds(name) == REFERENCE[f"swarm_rounds/{name}"]
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_shared_swarm_rounds_are_bit_for_bit_the_reference(name):
+    """The default path's results did not move with the speed work done after it was pinned."""
+    same_kernels_or_skip(name)
+    assert swarm_rounds(name, share_prompts=True) == SHARED_REFERENCE[name]
 
 
 # ---------------------------------------------------------------- the fast arithmetic
@@ -377,3 +394,4 @@ def test_the_shared_learn_step_in_bfloat16_matches_the_copied_one(shape):
 if __name__ == "__main__":
     torch.set_num_threads(1)
     print(measured())
+    print({name: swarm_rounds(name, share_prompts=True) for name in DTYPES})
