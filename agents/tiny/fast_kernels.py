@@ -72,24 +72,49 @@ def fast_weights(weights: dict[str, torch.Tensor], config: LlamaConfig
     query_rows = config.num_attention_heads * size
     heads = config.num_attention_heads + config.num_key_value_heads
     order = (rotary_pairs(size) + torch.arange(heads)[:, None] * size).flatten()
+    head = folded.get("lm_head.weight", folded["model.embed_tokens.weight"])
+    device = head.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
     for layer in range(config.num_hidden_layers):
         prefix = f"model.layers.{layer}."
-        for norm, matrix in _FOLDED.items():
-            scale = folded.pop(f"{prefix}{norm}.weight")[:, None, :]
-            folded[f"{prefix}{matrix}.weight"] = folded[f"{prefix}{matrix}.weight"] * scale
-        qkv = folded[f"{prefix}self_attn.qkv_proj.weight"]
-        query_key = qkv[:, : heads * size].index_select(1, order.to(qkv.device))
-        folded[f"{prefix}self_attn.qkv_proj.weight"] = torch.cat(
-            [query_key[:, :query_rows] * size**-0.5, query_key[:, query_rows:],
-             qkv[:, heads * size :]], dim=1)
-    head = folded.get("lm_head.weight", folded["model.embed_tokens.weight"])
-    folded["lm_head.weight"] = head * folded.pop("model.norm.weight")[:, None, :]
-    device = head.device.type
-    if torch.is_autocast_enabled(device):
-        dtype = torch.get_autocast_dtype(device)
+        qkv, gate_up = f"{prefix}self_attn.qkv_proj.weight", f"{prefix}mlp.gate_up_proj.weight"
+        scale = folded.pop(f"{prefix}input_layernorm.weight")[:, None, :]
+        folded[qkv] = _query_key_value(folded[qkv], scale, order.to(head.device), query_rows,
+                                       size**-0.5)
+        scale = folded.pop(f"{prefix}post_attention_layernorm.weight")[:, None, :]
+        folded[gate_up] = _scaled(folded[gate_up], scale, dtype)
+    folded["lm_head.weight"] = _scaled(head, folded.pop("model.norm.weight")[:, None, :], dtype)
+    if dtype is not None:
         folded = {name: w if name == "model.embed_tokens.weight" else w.to(dtype)
                   for name, w in folded.items()}
     return folded
+
+
+def _query_key_value(qkv: torch.Tensor, scale: torch.Tensor, order: torch.Tensor,
+                     query_rows: int, query_scale: float) -> torch.Tensor:
+    """``qkv * scale`` with its query and key rows in ``order`` and its query rows times
+    ``query_scale``; without gradients in one written tensor, the same numbers."""
+    rows = order.numel()  # the query and key rows
+    if torch.is_grad_enabled():
+        folded = qkv * scale
+        query_key = folded[:, :rows].index_select(1, order)
+        return torch.cat([query_key[:, :query_rows] * query_scale, query_key[:, query_rows:],
+                          folded[:, rows:]], dim=1)
+    out = torch.empty_like(qkv)  # the rows reordered before the product: the same products
+    torch.mul(qkv[:, :rows].index_select(1, order), scale, out=out[:, :rows])
+    out[:, :query_rows].mul_(query_scale)
+    torch.mul(qkv[:, rows:], scale, out=out[:, rows:])
+    return out
+
+
+def _scaled(weight: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype | None
+            ) -> torch.Tensor:
+    """``weight * scale``, without gradients written in ``dtype`` (None: its own), which
+    rounds as casting the product would."""
+    if torch.is_grad_enabled() or dtype is None:
+        return weight * scale
+    out = torch.empty(weight.shape, dtype=dtype, device=weight.device)
+    return torch.mul(weight, scale, out=out)
 
 
 def rotary_angles(positions: torch.Tensor, head_size: int, theta: float) -> torch.Tensor:

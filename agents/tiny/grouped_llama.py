@@ -82,6 +82,11 @@ def check_supported(config: LlamaConfig) -> None:
         raise ValueError("grouped_forward cannot run this model: " + "; ".join(problems))
 
 
+#: the projections each layer's fused matrices join, in their order
+_FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+          "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+
+
 def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
     """The weights of ``models`` in the grouped layout: every parameter stacked on a new first
     axis, keyed by parameter name, except that each layer's query, key and value projections
@@ -95,14 +100,19 @@ def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
     for n, params in enumerate(named[1:], start=1):
         if list(params) != names:
             raise ValueError(f"model {n} has other parameters than model 0: not one shape")
-    weights = {name: torch.stack([params[name] for params in named]) for name in names}
-    fused = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-             "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+    weights = {}
     for layer in range(models[0].config.num_hidden_layers):
         prefix = f"model.layers.{layer}."
-        for name, parts in fused.items():
-            weights[f"{prefix}{name}.weight"] = torch.cat(
-                [weights.pop(f"{prefix}{part}.weight") for part in parts], dim=1)
+        for name, parts in _FUSED.items():
+            # one copy: every model's parts in a row, then split by model
+            joined = torch.cat([params[f"{prefix}{part}.weight"] for params in named
+                                for part in parts])
+            weights[f"{prefix}{name}.weight"] = joined.view(len(models), -1, joined.shape[1])
+    fused = {f"model.layers.{layer}.{part}.weight"
+             for layer in range(models[0].config.num_hidden_layers)
+             for parts in _FUSED.values() for part in parts}
+    weights.update({name: torch.stack([params[name] for params in named])
+                    for name in names if name not in fused})
     return weights
 
 
