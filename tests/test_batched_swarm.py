@@ -161,3 +161,28 @@ def test_models_of_other_shapes_are_refused(tok):
     agents = nodes(tok, n=1) + nodes(tok, n=1, hidden=32)
     with pytest.raises(ValueError, match="configuration differs"):
         batched_swarm(agents)
+
+
+def test_one_batched_draw_is_each_nodes_own_multinomial(tok):
+    """What ``_sample`` relies on: ``torch.multinomial(p, 1)`` is ``argmax(p / E)`` with E
+    exponential draws of the stream, so the batched draw takes from each node's stream exactly
+    what a multinomial per node takes, and draws the same tokens."""
+    from agents.tiny.batched import _sample
+
+    agents = nodes(tok, n=3)
+    probs = torch.softmax(torch.randn(3, 6, 20, generator=torch.Generator().manual_seed(0)), -1)
+    widths, drawing = [6, 4, 2], [True, True, False]
+    start = [agent.rng.state_dict() for agent in agents]
+    expected = []
+    for agent, width, draws in zip(agents, widths, drawing):
+        if draws:
+            with agent.rng.scope():
+                expected.append(torch.multinomial(probs[len(expected), :width], 1).squeeze(1))
+    after = [agent.rng.state_dict()["cpu"] for agent in agents]
+    for agent, state in zip(agents, start):
+        agent.rng.load_state_dict(state)
+    drawn = _sample(agents, probs, widths, drawing)
+    assert torch.equal(drawn[0], expected[0]) and torch.equal(drawn[1, :4], expected[1])
+    assert all(agent.rng.state_dict()["cpu"].equal(s) for agent, s in zip(agents, after))
+    with pytest.raises(RuntimeError, match="nan"):
+        _sample(agents, probs.index_fill(2, torch.tensor([0]), float("nan")), widths, drawing)

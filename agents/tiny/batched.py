@@ -14,8 +14,9 @@ rounding after learning), so a swarm can be switched between the two freely.
 
 - Generation samples each node's rows from its own random stream with the draws
   ``transformers``' ``generate`` makes (temperature, top-k, top-p, then one multinomial per
-  step over the node's rows, until every row of the node has ended), from logits computed for
-  all nodes at once with a key/value cache.
+  step over the node's rows, until every row of the node has ended: drawn for all nodes in one
+  operation, each node's random numbers from its own stream), from logits computed for all
+  nodes at once with a key/value cache.
 - Learning forwards every node's training set in one batch with gradients, each distinct
   prompt once and the completions after it, adds the nodes' losses (each node's gradient
   reaches only its own weights) and lets each agent clip and step.
@@ -214,13 +215,8 @@ class BatchedSwarm:
                 scores = logits[:, :, -1, :].float()
                 scores = self._warpers(None, scores.reshape(n * rows, -1)).reshape(n, rows, -1)
                 probs = torch.softmax(scores, dim=-1)
-                drawn = torch.full((n, rows), first.pad_id, dtype=torch.long, device=device)
-                for i, agent in enumerate(agents):
-                    if drawing[i]:
-                        with agent.rng.scope():
-                            drawn[i, : widths[i]] = torch.multinomial(
-                                probs[i, : widths[i]], num_samples=1).squeeze(1)
-                drawn = torch.where(unfinished, drawn, torch.full_like(drawn, first.pad_id))
+                drawn = torch.where(unfinished, _sample(agents, probs, widths, drawing),
+                                    torch.full_like(unfinished, first.pad_id, dtype=torch.long))
                 tokens[:, :, step] = drawn
                 if picked is not None:
                     picked[:, :, step] = torch.log_softmax(
@@ -314,6 +310,25 @@ def batched_swarm(agents: Sequence[Any], names: Sequence[str] | None = None,
     for agent in agents:
         agent.joint_actor = joint
     return list(agents)
+
+
+def _sample(agents: Sequence[Any], probs: torch.Tensor, widths: Sequence[int],
+            drawing: Sequence[bool]) -> torch.Tensor:
+    """One token per row of ``probs`` ``(n, rows, V)``: for each drawing node i, its first
+    ``widths[i]`` rows drawn from its own random stream exactly as ``torch.multinomial(probs[i,
+    :widths[i]], 1)`` draws them (the most probable token elsewhere).
+
+    ``torch.multinomial`` draws one sample a row as ``argmax(p / E)``, E exponential draws of
+    the stream, row after row (tests/test_batched_swarm.py checks that it still does): so each
+    node's exponentials come from its stream and one division and argmax serve all nodes."""
+    if not torch.isfinite(probs).all() or (probs < 0).any():
+        raise RuntimeError("generation: the probabilities hold inf, nan or a negative value")
+    noise = torch.ones_like(probs)
+    for i, agent in enumerate(agents):
+        if drawing[i]:
+            with agent.rng.scope():
+                noise[i, : widths[i]].exponential_()
+    return (probs / noise).argmax(dim=-1)
 
 
 def _unpack(tokens: torch.Tensor, eos: torch.Tensor, picked: torch.Tensor | None,
