@@ -127,7 +127,7 @@ def test_a_round_without_questions(agent):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["env_step.py", "sim_swarm.py", "lm_agent.py"])
+@pytest.mark.parametrize("script", ["env_step.py", "sim_swarm.py", "lm_agent.py", "tiny_act.py"])
 def test_benchmarks_write_only_when_asked(script):
     if script == "lm_agent.py":
         pytest.importorskip("torch")
