@@ -69,8 +69,8 @@ class Comparison:
     p_value: float  #: two-sided paired t-test of a mean difference of 0
     reference: float = float("nan")  #: mean of b, to read the difference relative to it
     verdict: str = "not decided"
-    """"higher", "lower" or "not decided" after :func:`holm`; also "equivalent" after
-    :func:`decide`."""
+    """"higher", "lower" or "not decided" after :func:`holm`; also "equivalent" or
+    "identical" after :func:`decide`."""
     bound: float = float("nan")  #: the equivalence bound :func:`decide` tested (NaN: none)
     equivalence_p: float = float("nan")  #: the TOST p-value against ``bound`` (NaN: none)
 
@@ -160,15 +160,23 @@ def decide(comparisons: Sequence[Comparison], bounds: Sequence[float],
     their equivalence tests (:func:`equivalence_p_value` against ``bounds[i]``, each stated
     before the data) decides that its mean difference lies within ``±bounds[i]``, else "not
     decided". Both families at family-wise level ``alpha``; a bound that is not > 0 (NaN: none)
-    makes no equivalence test, and its comparison counts in that family as one not rejected."""
+    makes no equivalence test, and its comparison counts in that family as one not rejected.
+
+    A comparison whose every difference is exactly 0 is "identical": its two arms computed
+    the same values on every seed (an arm that runs as the other up to where the score is
+    read), which says nothing about either; it makes no equivalence test and counts in both
+    families as one not rejected."""
     if len(bounds) != len(comparisons):
         raise ValueError(f"bounds: one per comparison, got {len(bounds)} for "
                          f"{len(comparisons)}")
+    same = [not any(c.differences) for c in comparisons]
     tested = [dataclasses.replace(c, bound=float(b), equivalence_p=equivalence_p_value(
-        c.differences, b) if b > 0 else float("nan")) for c, b in zip(comparisons, bounds)]
+        c.differences, b) if b > 0 and not alike else float("nan"))
+        for c, b, alike in zip(comparisons, bounds, same)]
     equivalent = holm_rejected([c.equivalence_p for c in tested], alpha)
-    return [c if c.decided else dataclasses.replace(c, verdict="equivalent")
-            if i in equivalent else c for i, c in enumerate(holm(tested, alpha))]
+    return [dataclasses.replace(c, verdict="identical") if same[i] else c if c.decided
+            else dataclasses.replace(c, verdict="equivalent") if i in equivalent else c
+            for i, c in enumerate(holm(tested, alpha))]
 
 
 def minimum_detectable_effect(sd: float, n: int, alpha: float = ALPHA,

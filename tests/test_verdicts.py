@@ -130,6 +130,16 @@ def test_equivalence_tests_are_holm_corrected_as_a_family():
     assert no_bound.verdict == "not decided" and np.isnan(no_bound.equivalence_p)
 
 
+def test_arms_that_computed_the_same_values_are_identical_not_equivalent():
+    same = paired("same", [0.3, 0.5, 0.4, 0.6], [0.3, 0.5, 0.4, 0.6])
+    d, bound = _with_tost_p(0.04)
+    close = paired("close", d, np.zeros(len(d)))
+    decided = decide([same, close], bounds=[0.1, bound])
+    assert decided[0].verdict == "identical" and decided[0].decided
+    assert np.isnan(decided[0].equivalence_p)  # no test: it lends no power to the others
+    assert decided[1].verdict == "not decided"  # 0.04 > 0.05 / 2: still a family of two
+
+
 def test_seeds_needed_for_takes_the_test_that_decides_sooner():
     d = np.array([0.5, -0.5] * 3)  # mean 0, sd 0.5477
     sd = float(np.std(d, ddof=1))

@@ -15,8 +15,10 @@ over their difference tests decides it (family-wise 5%), else "equivalent" where
 equivalence tests decides that the difference lies within ``± EQUIVALENCE[score]`` times the
 best fixed ratio's mean on that score, else "not decided", with the seeds that would decide it
 at its mean and spread (``verdicts.seeds_needed_for``: 80% power at 5% divided by the number of
-tests, Holm's strictest threshold). Under ``verdicts.EXPLORATORY_BELOW`` seeds every verdict is
-labelled exploratory.
+tests, Holm's strictest threshold); "identical" where the two arms scored the same on every
+seed (an oracle whose first phase is the best fixed ratio, at a generation budget reached
+within that phase), which is no evidence either way. Under ``verdicts.EXPLORATORY_BELOW`` seeds
+every verdict is labelled exploratory.
 """
 
 from __future__ import annotations
@@ -214,8 +216,10 @@ def tests_text(tests: Sequence[Test], config: BenchConfig) -> str:
         relative = f" ({c.mean / c.reference:+.1%})" if c.reference else ""
         what = (f"headroom on {SCORE_NAMES[t.score]} in {t.scenario} ({t.policy})"
                 if t.headroom else f"{t.policy} in {t.scenario}")
-        more = ("" if c.decided else f"; {t.seeds_needed} seeds would decide it"
-                if t.seeds_needed else "; more than 1000 seeds would")
+        more = ("; its two arms computed the same score on every seed: no evidence either way"
+                if c.verdict == "identical" else "" if c.decided
+                else f"; {t.seeds_needed} seeds would decide it" if t.seeds_needed
+                else "; more than 1000 seeds would")
         text.append(f"- {what}: {signed(c.mean, c.ci, t.score)}{relative}, {c.higher_in} of "
                     f"{c.seeds} seeds higher: **{c.verdict}**{more}")
     return "\n".join(text)
