@@ -35,9 +35,6 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from transformers import LlamaConfig
 
-#: the grouped weights' name of each layer's norms and of the matrix that reads its output
-_FOLDED = {"input_layernorm": "self_attn.qkv_proj", "post_attention_layernorm": "mlp.gate_up_proj"}
-
 
 def head_dim(config: LlamaConfig) -> int:
     """The size of one attention head."""

@@ -100,17 +100,15 @@ def stack_weights(models: Sequence[PreTrainedModel]) -> dict[str, torch.Tensor]:
     for n, params in enumerate(named[1:], start=1):
         if list(params) != names:
             raise ValueError(f"model {n} has other parameters than model 0: not one shape")
-    weights = {}
+    weights, fused = {}, set()
     for layer in range(models[0].config.num_hidden_layers):
         prefix = f"model.layers.{layer}."
         for name, parts in _FUSED.items():
+            keys = [f"{prefix}{part}.weight" for part in parts]
+            fused.update(keys)
             # one copy: every model's parts in a row, then split by model
-            joined = torch.cat([params[f"{prefix}{part}.weight"] for params in named
-                                for part in parts])
+            joined = torch.cat([params[key] for params in named for key in keys])
             weights[f"{prefix}{name}.weight"] = joined.view(len(models), -1, joined.shape[1])
-    fused = {f"model.layers.{layer}.{part}.weight"
-             for layer in range(models[0].config.num_hidden_layers)
-             for parts in _FUSED.values() for part in parts}
     weights.update({name: torch.stack([params[name] for params in named])
                     for name in names if name not in fused})
     return weights
