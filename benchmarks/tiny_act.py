@@ -61,6 +61,7 @@ def measure(ratio: int, dtype: str, rounds: int) -> dict[str, float]:
     env = sapo_env.parallel_env(n=8, tasks=tasks, system_prompt="", num_external=ratio,
                                 max_rounds=rounds + 2)
     cpu, wall, tokens = [], [], []
+    tokenizer = agents[0].tokenizer
     for round_ in range(rounds + 1):  # round 0 warms up
         observations, _ = env.reset(seed=round_)
         start_cpu, start_wall = time.process_time(), time.perf_counter()
@@ -68,7 +69,6 @@ def measure(ratio: int, dtype: str, rounds: int) -> dict[str, float]:
         if round_:
             cpu.append(time.process_time() - start_cpu)
             wall.append(time.perf_counter() - start_wall)
-        tokenizer = agents[0].tokenizer
         tokens += [len(tokenizer(c, add_special_tokens=False)["input_ids"])
                    for action in actions.values() for group in action["completions"]
                    for c in group]
@@ -101,10 +101,10 @@ def report(results: dict, args: argparse.Namespace, load: tuple[float, float]) -
         "fixed), 8 - J questions each, 8 completions of up to 12 tokens; act CPU a round, the "
         "median over rounds then over processes (wall beside it).", "",
     ]
-    head = "| J | dtype | tokens a completion |" + "".join(
-        f" {label}: CPU (ms) | {label}: wall (ms) |" for label in trees)
-    lines += [head + (" ratio (CPU) |" if len(trees) == 2 else ""),
-              "|" + "---|" * (head.count("|") - 1 + (len(trees) == 2))]
+    columns = ["J", "dtype", "tokens a completion",
+               *(f"{label}: {what}" for label in trees for what in ("CPU (ms)", "wall (ms)")),
+               *(["ratio (CPU)"] if len(trees) == 2 else [])]
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for (ratio, dtype) in results[trees[0]]:
         cells = [results[t][(ratio, dtype)] for t in trees]
         cpu = [statistics.median(r["cpu"] for r in c) for c in cells]
