@@ -5,24 +5,14 @@ repository."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
-from test_bench_ratio_record import seed_order
+from test_bench_ratio_record import runs_in
 
 from sapo_experiments.bench_ratio.config import BenchConfig
 from sapo_experiments.bench_ratio.sweep import tables
-from sapo_experiments.run_files import load_run
 
 RECORD = Path(__file__).resolve().parents[1] / "records" / "bench-ratio-real"
-
-
-def runs_in(*folders: Path) -> dict:
-    runs = defaultdict(list)
-    for path in sorted((p for f in folders for p in f.glob("*.npz")), key=seed_order):
-        run = load_run(path)
-        runs[(run["meta"]["scenario"], run["meta"]["policy"])].append(run)
-    return runs
 
 
 def test_the_real_tracks_report_is_what_its_arrays_give():

@@ -23,12 +23,18 @@ def seed_order(path: Path) -> tuple[str, int]:
     return cell, int(seed)
 
 
-@pytest.mark.parametrize("folder", [RECORD, RECORD / "other-scenarios"], ids=lambda p: p.name)
-def test_the_committed_leaderboard_is_what_the_committed_arrays_give(folder: Path):
+def runs_in(*folders: Path) -> dict[tuple[str, str], list]:
+    """The run files of ``folders`` by (scenario, policy), seeds in order."""
     runs = defaultdict(list)
-    for path in sorted((folder / "runs").glob("*.npz"), key=seed_order):
+    for path in sorted((p for f in folders for p in f.glob("*.npz")), key=seed_order):
         run = load_run(path)
         runs[(run["meta"]["scenario"], run["meta"]["policy"])].append(run)
+    return runs
+
+
+@pytest.mark.parametrize("folder", [RECORD, RECORD / "other-scenarios"], ids=lambda p: p.name)
+def test_the_committed_leaderboard_is_what_the_committed_arrays_give(folder: Path):
+    runs = runs_in(folder / "runs")
     scenarios = json.loads((folder / "summary.json").read_text())["settings"]["scenarios"]
     config = BenchConfig(scenarios=tuple(scenarios))  # otherwise the defaults it was made with
     assert {scenario for scenario, _ in runs} == set(scenarios)
