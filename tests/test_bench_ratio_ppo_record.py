@@ -4,14 +4,12 @@ of it, with the committed model and tuning entry."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
-from test_bench_ratio_record import seed_order
+from test_bench_ratio_record import runs_in
 
 from sapo_experiments.bench_ratio.config import BenchConfig
 from sapo_experiments.bench_ratio.sweep import tables
-from sapo_experiments.run_files import load_run
 
 PPO = Path(__file__).resolve().parents[1] / "records" / "bench-ratio-real" / "ppo"
 
@@ -21,9 +19,6 @@ def test_the_simulated_worlds_report_is_what_its_arrays_give():
                          policies=("fixed-0", "fixed-2", "fixed-4", "fixed-6", "fixed-7", "ppo"),
                          sb3_model=str(PPO / "ppo_ratio.zip"), tuned=PPO / "tuned-sim.json")
     assert config.best_fixed("all") == "fixed-6" and config.oracle("all") == "schedule-6,4,6,6"
-    runs = defaultdict(list)
-    for path in sorted((PPO / "sim" / "runs").glob("*.npz"), key=seed_order):
-        run = load_run(path)
-        runs[(run["meta"]["scenario"], run["meta"]["policy"])].append(run)
+    runs = runs_in(PPO / "sim" / "runs")
     assert len(runs) == 7 and all(len(rs) == 12 for rs in runs.values())
     assert tables(config, runs).markdown == (PPO / "sim" / "results.md").read_text()
