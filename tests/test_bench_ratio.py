@@ -285,7 +285,7 @@ def test_headroom_and_captured_fraction_by_hand(tmp_path):
     runs[("focal", "schedule-6,2")] = [synthetic(c) for c in fixed + np.array([3, -2, 1, -1])]
     [h], rows = summarise(config, runs)
     assert not h.decided and all(r.captured is None for r in rows)
-    assert "No decided headroom in focal" in verdict([h], rows, config)
+    assert "No headroom beyond its CI in focal" in verdict([h], rows, config)
 
 
 def test_the_j_figure_says_it_averages_and_puts_the_scenario_changes_in_its_legend(tmp_path):

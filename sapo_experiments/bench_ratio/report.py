@@ -237,8 +237,9 @@ def headroom_text(h: Headroom) -> str:
     text = (f"{best}). Oracle: {h.oracle} ({_phases_text(h.oracle)}, the best schedule the "
             f"search found on the training seeds). **Headroom: "
             f"{signed(h.headroom, h.headroom_ci)}** over {h.seeds} held-out seeds, "
-            + ("decided (its CI lies above 0)." if h.decided else
-               "not decided (its CI reaches 0 or below)" + (
+            + ("its 95% CI lies above 0 (uncorrected; the tests, where printed, are "
+                "Holm-corrected)." if h.decided else
+               "its 95% CI reaches 0 or below" + (
                    f"; it would take {h.seeds_to_decide} seeds at this mean and spread."
                    if h.seeds_to_decide else "."))
             )
@@ -263,7 +264,7 @@ def format_markdown(headrooms: Sequence[Headroom], rows: Sequence[Row],
         "scenario on the same seeds. Cumulative: the policy nodes, sum over rounds of their "
         "mean reward; vs best fixed: paired difference to the best fixed ratio; captured: the "
         "fraction of the headroom (oracle minus best fixed) the policy wins, where the "
-        "headroom is decided; generated: completions a policy node generated per round; per "
+        "headroom's CI lies above 0; generated: completions a policy node generated per round; per "
         "1k: cumulative reward per 1,000 of them; J: the mean J in force; swarm and worst "
         "node: cumulative reward of the whole swarm and of its lowest node among those that "
         "answered any question.",
@@ -315,7 +316,7 @@ def verdict(headrooms: Sequence[Headroom], rows: Sequence[Row], config: BenchCon
             f"{h.scenario} ({signed(h.headroom, h.headroom_ci)})" for h in with_room)
             + ".")
     if without:
-        text.append("No decided headroom in " + ", ".join(without) + ": there the oracle "
+        text.append("No headroom beyond its CI in " + ", ".join(without) + ": there the oracle "
                     "does not beat the best fixed ratio beyond luck, so no policy can be "
                     "ranked on adaptation.")
     adaptive = [r for r in rows if r.kind in ("adaptive", "yours")]
