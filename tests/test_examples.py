@@ -65,28 +65,48 @@ def test_readme_usage_block_runs():
     assert 0.3 < namespace["history"].swarm_mean.mean() < 0.7  # demonstrators at accuracy 0.5
 
 
+REAL_ENTRY = """
+import argparse, dataclasses, sys
+from sapo_experiments.bench_ratio import bench, cli
+config = cli.config_from_args(cli.add_arguments(argparse.ArgumentParser()).parse_args())
+config = dataclasses.replace(config, held_out_questions=4, learner=dataclasses.replace(
+    config.learner, warm_start_steps=2, target_accuracy=0.99))
+print(bench(config).table_markdown)
+"""
+"""``sapo-env bench-ratio`` on its arguments, each base trained 2 steps."""
+
+
 @pytest.mark.slow
 def test_readme_policy_example_is_tested_and_benchmarked_from_its_own_folder(tmp_path):
     """The README's "Benchmark your own I:J policy": its policy, its test (run with pytest)
-    and its command, run as a user would, from the folder holding the files (the command
-    shortened to 1 seed x 12 rounds, one scenario)."""
+    and its two commands, run as a user would, from the folder holding the files: the real
+    track's (1 seed x 3 rounds of 2 nodes, 2-step bases) and the simulated track's (1 seed x
+    12 rounds, one scenario)."""
     text = (ROOT / "README.md").read_text().split("### Benchmark your own I:J policy", 1)[1]
+    text = text.split("\n## ", 1)[0]
     policy, test = [block.split("```", 1)[0] for block in text.split("```python")[1:3]]
-    command = text.split("```bash", 1)[1].split("```", 1)[0].split()
+    real, sim = [block.split("```", 1)[0].split() for block in text.split("```bash")[1:3]]
     (tmp_path / "my_policy.py").write_text(policy)
     (tmp_path / "test_my_policy.py").write_text(test)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SAPO_ENV_CACHE": str(tmp_path / "cache")}
     tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "test_my_policy.py"], cwd=tmp_path, capture_output=True,
                             text=True, env=env)
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout
-    assert command[:2] == [".venv/bin/sapo-env", "bench-ratio"]  # from the clone's folder
-    done = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", *command[1:], "--seeds",
-                           "1", "--rounds", "12", "--scenarios", "adversarial", "--jobs", "1",
-                           "--no-plots", "--no-progress", "--out", str(tmp_path / "out")],
+    assert real[:2] == sim[:2] == [".venv/bin/sapo-env", "bench-ratio"]  # the clone's folder
+    assert real[real.index("--track") + 1] == "real" and "--track" not in sim
+    done = subprocess.run([sys.executable, "-c", REAL_ENTRY, *real[2:], "--seeds", "1",
+                           "--rounds", "3", "--nodes", "2", "--jobs", "1", "--no-plots",
+                           "--no-progress", "--out", str(tmp_path / "real")],
                           cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    assert "my_policy:BackOff" in (tmp_path / "out" / "results.md").read_text()
+    assert "real track's quick run" in done.stdout and "my_policy:BackOff" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "sapo_experiments.cli", *sim[1:], "--seeds",
+                           "1", "--rounds", "12", "--scenarios", "adversarial", "--jobs", "1",
+                           "--no-plots", "--no-progress", "--out", str(tmp_path / "sim")],
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "my_policy:BackOff" in (tmp_path / "sim" / "results.md").read_text()
 
 
 @pytest.mark.parametrize("script, blocked, argv, expected", [
