@@ -4,6 +4,7 @@ partial specialists, one stronger peer) and their warm starts, cached on disk
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -25,6 +26,31 @@ FTIS_STATISTICS = ("sum", "mean")
 OPERATORS = ("+", "-", "*", "/")
 """The operators of reasoning-gym's basic_arithmetic (``BasicArithmeticDatasetConfig.operators``,
 each question's operator drawn uniformly from those given)."""
+
+
+class SlowDtypeWarning(UserWarning):
+    """A compute dtype that this machine runs far slower than float32."""
+
+
+SLOW_BFLOAT16 = (
+    "tiny learners in bfloat16 on a CPU without native bfloat16 instructions (AVX512-BF16 or "
+    "AMX): its matrix products are emulated, about 10x slower than in float32 (measured on an "
+    "AVX2 EPYC: 14 s against 1.4 s a round of 8 nodes). --tiny-dtype fast picks float32 here; "
+    "another dtype plays other runs (and on the real ratio track, finds no tuning entry).")
+
+
+def native_bfloat16() -> bool:
+    """Whether this machine computes bfloat16 natively: a CUDA GPU, or a CPU with the
+    instructions oneDNN checks for (AVX512-BF16, AMX)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    try:
+        return torch.backends.mkldnn.is_available() and bool(
+            torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -248,19 +274,14 @@ class TinyLearners:
 
     def compute_dtype(self) -> str:
         """``dtype`` resolved for this machine: ``"fast"`` becomes ``"bfloat16"`` or
-        ``"float32"``; the others are returned as they are."""
+        ``"float32"``; the others are returned as they are. ``"bfloat16"`` on a CPU without
+        native bfloat16 instructions warns (``SlowDtypeWarning``): its products are emulated
+        there, about ten times slower than float32."""
+        if self.dtype == "bfloat16" and not native_bfloat16():
+            warnings.warn(SLOW_BFLOAT16, SlowDtypeWarning, stacklevel=2)
         if self.dtype != "fast":
             return self.dtype
-        import torch
-
-        if torch.cuda.is_available():
-            return "bfloat16"
-        try:  # oneDNN's check for native bfloat16 instructions (AVX512-BF16, AMX)
-            native = torch.backends.mkldnn.is_available() and bool(
-                torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):
-            native = False
-        return "bfloat16" if native else "float32"
+        return "bfloat16" if native_bfloat16() else "float32"
 
     def warm_start_configs(self, seeds: Sequence[np.random.SeedSequence] = ()) -> list[Any]:
         """The warm starts: one per specialty, or with ``common_base`` one per run seed of

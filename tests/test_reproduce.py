@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -108,6 +109,7 @@ def test_tiny_dtype_reaches_the_agents_and_fast_is_resolved_per_machine(monkeypa
     says the CPU multiplies bfloat16 natively, float32 elsewhere; the others pass through."""
     torch = pytest.importorskip("torch")
     from sapo_experiments.learners import TinyLearners
+    from sapo_experiments.tiny_learners import SlowDtypeWarning
 
     args = rp_cli.build_parser().parse_args(["--learner", "tiny", "--tiny-dtype", "bfloat16"])
     assert rp_cli.config_from_args(args).tiny.dtype == "bfloat16"
@@ -118,6 +120,14 @@ def test_tiny_dtype_reaches_the_agents_and_fast_is_resolved_per_machine(monkeypa
     for native, expected in ((True, "bfloat16"), (False, "float32")):
         monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda n=native: n)
         assert TinyLearners(dtype="fast").compute_dtype() == expected
+    # bfloat16 asked for where it is emulated says so, and runs in it all the same
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TinyLearners(dtype="bfloat16").compute_dtype() == "bfloat16"
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    with pytest.warns(SlowDtypeWarning, match="10x slower"):
+        assert TinyLearners(dtype="bfloat16").compute_dtype() == "bfloat16"
     # what the nodes are built with (warm starts and models left out: only the config matters)
     import agents.tiny.warm_start as warm_start
 

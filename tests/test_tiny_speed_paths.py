@@ -63,6 +63,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 # Recorded at 405d3fc on one torch thread (the machine: docs/testing.md, "Measured here").
 REFERENCE_CPU_VENDOR = "AuthenticAMD"
+REFERENCE_CPU_CAPABILITY = "AVX512"  # torch.backends.cpu.get_cpu_capability() there
 REFERENCE = {
     "kernels/float32": "67edd4dd48323bf5179b4b21",
     "learn_step/tiny/float32": "097a2a4cb8b151eea6f382e3",
@@ -214,6 +215,10 @@ def same_kernels_or_skip(name: str) -> None:
         pytest.skip(f"the reference was recorded on a CPU of {REFERENCE_CPU_VENDOR}; this one is "
                     f"{cpu_vendor() or 'unknown'}'s: its kernels round otherwise, so bit equality "
                     "cannot be checked here")
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != REFERENCE_CPU_CAPABILITY:
+        pytest.skip(f"the reference was recorded with torch's {REFERENCE_CPU_CAPABILITY} "
+                    f"kernels; this CPU runs its {capability} ones, which round otherwise")
     if kernels(DTYPES[name]) != REFERENCE[f"kernels/{name}"]:
         pytest.skip(f"this machine's {name} kernels round otherwise than the reference's: "
                     "bit equality cannot be checked here")
