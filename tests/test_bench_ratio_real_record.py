@@ -1,13 +1,14 @@
 """records/bench-ratio-real/: the real track's report (``results.md``) and PPO's report on the
 real track (``ppo/real/results.md``) are what their committed run arrays give, every line, with
-the committed tuning entry and model, so the real-learner leaderboard can be verified from the
-repository."""
+the committed tuning entry and model, and each scenario's tuning entry is what its search's
+committed runs give, so the real-learner leaderboard can be verified from the repository."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from test_bench_ratio_record import runs_in
 
 from sapo_experiments.bench_ratio.config import BenchConfig
@@ -34,13 +35,15 @@ def test_ppos_report_on_the_real_track_is_what_its_arrays_give():
     assert tables(config, runs).markdown == (RECORD / "ppo" / "real" / "results.md").read_text()
 
 
-def test_the_real_tracks_search_is_what_its_training_runs_give():
+@pytest.mark.parametrize("folder", [RECORD, RECORD / "partial-specialists"],
+                         ids=["common-base", "partial-specialists"])
+def test_the_real_tracks_search_is_what_its_training_runs_give(folder: Path):
     """The tuning entry's mean cumulative reward of every fixed ratio and schedule it tried
-    (``fixed``, ``search``, ``oracle_cumulative``) is the mean over the committed runs of the
-    training seeds; the best fixed ratio is the best of the fixed ratios, the oracle the best
-    of the schedules."""
-    entry, = json.loads((RECORD / "tuned.json").read_text())
-    runs = runs_in(RECORD / "tuning")
+    (``fixed``, ``search``, ``oracle_cumulative``), in each scenario of the track, is the mean
+    over the committed runs of the training seeds; the best fixed ratio is the best of the
+    fixed ratios, the oracle the best of the schedules."""
+    entry, = json.loads((folder / "tuned.json").read_text())
+    runs = runs_in(folder / "tuning")
     assert all(len(rs) == entry["key"]["tune_seeds"] for rs in runs.values())
     means = {policy: round(float(per_seed(rs)["cumulative"].mean()), 3)
              for (_, policy), rs in runs.items()}
